@@ -1,0 +1,25 @@
+"""NumPy kernels: linear algebra."""
+from __future__ import annotations
+
+from backends.numpy.kernels.table import kernel_table
+
+kernels, kernel = kernel_table()
+
+
+@kernel("MatMul")
+def matmul(ctx, inputs, outputs, attrs):
+    ctx.xp.matmul(inputs[0], inputs[1], out=outputs[0])
+
+
+@kernel("Gemm")
+def gemm(ctx, inputs, outputs, attrs):
+    xp = ctx.xp
+    a = inputs[0].T if attrs["transA"] else inputs[0]
+    b = inputs[1].T if attrs["transB"] else inputs[1]
+    y = outputs[0]
+    xp.matmul(a, b, out=y)
+    if attrs["alpha"] != 1.0:
+        y *= y.dtype.type(attrs["alpha"])
+    c = inputs[2] if len(inputs) > 2 else None
+    if c is not None:
+        y += c if attrs["beta"] == 1.0 else c * c.dtype.type(attrs["beta"])

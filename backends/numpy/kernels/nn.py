@@ -1,0 +1,6 @@
+"""NumPy kernels: nn ops."""
+from __future__ import annotations
+
+from backends.numpy.kernels.table import kernel_table
+
+kernels, kernel = kernel_table()

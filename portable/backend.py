@@ -1,0 +1,82 @@
+"""The small fixed interface every backend implements (DESIGN.md section 8).
+
+A backend has a device, an allocator (one arena, views at offsets, copies in and out) and a
+kernel table keyed by qualified op name. Kernels use destination-passing style:
+
+    kernel(ctx: KernelContext, inputs: list[array | None], outputs: list[array | None],
+           attrs: dict) -> None
+
+They write into ``outputs``, buffers already placed by the planner. A missing kernel raises
+MissingKernelError naming the op and the device: there is no silent fallback.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from portable.device import Device
+from portable.errors import MissingKernelError
+
+Kernel = Callable[["KernelContext", list, list, dict], None]
+
+
+@dataclass
+class KernelContext:
+    """What a kernel may use besides its arrays: the array namespace, a random generator (seeded
+    through ``portable.random.seed``), the node (for error messages) and its backend."""
+
+    xp: Any
+    rng: np.random.Generator
+    backend: "Backend"
+    node: Any = None
+    workspace: dict = field(default_factory=dict)
+
+
+class Backend:
+    """Base class of backends. Subclasses set ``name``, ``xp`` and ``kernels``."""
+
+    name = "abstract"
+    xp: Any = None
+
+    def __init__(self, device: Device, kernels: dict[str, Kernel]) -> None:
+        self.device = device
+        self.kernels = kernels
+
+    def kernel(self, op: str) -> Kernel:
+        try:
+            return self.kernels[op]
+        except KeyError:
+            raise MissingKernelError(
+                f"op {op} has no kernel on device {self.device} (backend {self.name})") from None
+
+    def describe(self) -> str:
+        return f"{self.name} backend, {len(self.kernels)} kernels"
+
+    # -- allocator -------------------------------------------------------------------------
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        return self.xp.empty(shape, dtype=dtype)
+
+    def arena(self, nbytes: int) -> Any:
+        """One contiguous byte buffer for a memory plan."""
+        return self.xp.empty((max(int(nbytes), 1),), dtype=np.uint8)
+
+    def view(self, arena: Any, offset: int, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A typed array at a byte offset inside an arena."""
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        raw = arena[offset:offset + count * dtype.itemsize]
+        return raw.view(dtype).reshape(shape)
+
+    def from_numpy(self, array: np.ndarray) -> Any:
+        return self.xp.asarray(array)
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        return np.asarray(array)
+
+    def copy_into(self, dst: Any, src: Any) -> None:
+        dst[...] = src
+
+    def synchronize(self) -> None:
+        """Wait for all work queued on the device (no-op for synchronous backends)."""

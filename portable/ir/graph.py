@@ -1,0 +1,197 @@
+"""The graph IR: immutable Values, Nodes and Graphs with ONNX operator semantics.
+
+A Graph is a topologically ordered tuple of Nodes. Values are referred to by name, as in ONNX; the
+empty name ``""`` marks an absent optional input or output. Graph inputs carry a declared
+TensorType; every other Value's type is an analysis (see ``portable.passes.infer``), kept in a side
+table rather than written onto nodes, so passes stay pure functions ``Graph -> Graph``.
+
+Example:
+    >>> from portable.ir import Graph, Node, TensorType
+    >>> g = Graph(nodes=(Node("Relu", ("x",), ("y",)),),
+    ...           inputs=(("x", TensorType((2, 3), "float32")),), outputs=("y",))
+    >>> g.producer("y").op
+    'Relu'
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+Dim = int
+PRIVATE_DOMAIN = "portable"
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """A tensor's static type: shape (a tuple of ints; None entries are unknown) and dtype."""
+
+    shape: tuple[int | None, ...]
+    dtype: np.dtype
+
+    def __init__(self, shape: Iterable[int | None], dtype: Any = "float32") -> None:
+        object.__setattr__(self, "shape", tuple(None if d is None else int(d) for d in shape))
+        object.__setattr__(self, "dtype", np.dtype(dtype))
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return all(d is not None for d in self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        dims = "x".join("?" if d is None else str(d) for d in self.shape)
+        return f"{self.dtype.name}[{dims}]"
+
+
+def _freeze(value: Any) -> Any:
+    """Make an attribute value hashable and immutable (lists become tuples, arrays read-only)."""
+    if isinstance(value, np.ndarray):
+        frozen = value.copy()
+        frozen.setflags(write=False)
+        return frozen
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+@dataclass(frozen=True)
+class Node:
+    """One op application. ``op`` is the qualified op name: ``"Conv"`` for ONNX ops,
+    ``"portable.ConvWeightGrad"`` for ops of the private domain."""
+
+    op: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        frozen = {k: _freeze(v) for k, v in dict(self.attrs).items()}
+        object.__setattr__(self, "attrs", MappingProxyType(frozen))
+        if not self.name:
+            first = next((o for o in self.outputs if o), "?")
+            object.__setattr__(self, "name", f"{self.op.rsplit('.', 1)[-1]}:{first}")
+
+    # Nodes are compared by identity of content; attrs may hold arrays, so hash the names only.
+    def __hash__(self) -> int:
+        return hash((self.op, self.inputs, self.outputs, self.name))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Node):
+            return NotImplemented
+        return (self.op, self.inputs, self.outputs, self.name) == (
+            other.op, other.inputs, other.outputs, other.name) and attrs_equal(
+                self.attrs, other.attrs)
+
+    @property
+    def domain(self) -> str:
+        return self.op.rsplit(".", 1)[0] if "." in self.op else ""
+
+    def replace(self, **changes: Any) -> "Node":
+        fields = dict(op=self.op, inputs=self.inputs, outputs=self.outputs,
+                      attrs=dict(self.attrs), name=self.name)
+        fields.update(changes)
+        return Node(**fields)
+
+
+def attrs_equal(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    if a.keys() != b.keys():
+        return False
+    for key in a:
+        x, y = a[key], b[key]
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)
+                    and x.dtype == y.dtype and np.array_equal(x, y)):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Graph:
+    """An immutable, topologically ordered computation graph.
+
+    Args:
+        nodes: nodes in topological order.
+        inputs: ``(name, TensorType)`` pairs for values fed from outside (data and parameters).
+        outputs: names of the values the graph returns.
+        initializers: constant tensors by name (weights, folded constants); read-only arrays.
+        name: a label for messages.
+    """
+
+    nodes: tuple[Node, ...]
+    inputs: tuple[tuple[str, TensorType], ...]
+    outputs: tuple[str, ...]
+    initializers: Mapping[str, np.ndarray] = field(default_factory=dict)
+    name: str = "graph"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "inputs", tuple((n, t) for n, t in self.inputs))
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        frozen = {}
+        for key, value in dict(self.initializers).items():
+            arr = np.asarray(value)
+            if arr.flags.writeable:
+                arr = arr.copy()
+                arr.setflags(write=False)
+            frozen[key] = arr
+        object.__setattr__(self, "initializers", MappingProxyType(frozen))
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.inputs)
+
+    @property
+    def input_types(self) -> dict[str, TensorType]:
+        return dict(self.inputs)
+
+    def producers(self) -> dict[str, Node]:
+        """Map every value name computed by a node to that node."""
+        return {out: node for node in self.nodes for out in node.outputs if out}
+
+    def producer(self, value: str) -> Node | None:
+        return self.producers().get(value)
+
+    def consumers(self) -> dict[str, list[Node]]:
+        """Map every value name to the nodes that read it, in graph order."""
+        users: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            for name in node.inputs:
+                if name:
+                    users.setdefault(name, []).append(node)
+        return users
+
+    def replace(self, **changes: Any) -> "Graph":
+        fields = dict(nodes=self.nodes, inputs=self.inputs, outputs=self.outputs,
+                      initializers=self.initializers, name=self.name)
+        fields.update(changes)
+        return Graph(**fields)
+
+    def __str__(self) -> str:
+        from portable.ir.printer import format_graph
+
+        return format_graph(self)
+
+
+_counter = itertools.count()
+
+
+def fresh_name(prefix: str) -> str:
+    """A value or node name that no other call returns in this process."""
+    return f"{prefix}_{next(_counter)}"

@@ -1,0 +1,39 @@
+"""Graph verification: every input defined before use, one producer per value, outputs
+computed, and every node's types consistent with its op's rule."""
+from __future__ import annotations
+
+from portable.errors import GraphError
+from portable.ir.graph import Graph
+
+
+def verify(graph: Graph, check_types: bool = True) -> None:
+    """Raise GraphError (structure) or ShapeError (types) when ``graph`` is malformed.
+
+    Example:
+        >>> verify(graph)  # doctest: +SKIP
+    """
+    defined = set(graph.input_names) | set(graph.initializers)
+    later = {out: i for i, node in enumerate(graph.nodes) for out in node.outputs if out}
+    for index, node in enumerate(graph.nodes):
+        for name in node.inputs:
+            if not name or name in defined:
+                continue
+            if name in later:
+                raise GraphError(
+                    f"graph {graph.name!r}: node {node.name!r} (op {node.op}) reads {name!r}, "
+                    f"which node #{later[name]} computes later: the graph has a cycle or is "
+                    f"not in topological order")
+            raise GraphError(f"graph {graph.name!r}: node {node.name!r} (op {node.op}) reads "
+                             f"{name!r}, which no node, input or initializer defines")
+        for out in node.outputs:
+            if out and out in defined:
+                raise GraphError(f"graph {graph.name!r}: value {out!r} is defined twice "
+                                 f"(again by node {node.name!r})")
+            defined.add(out)
+    for name in graph.outputs:
+        if name not in defined:
+            raise GraphError(f"graph {graph.name!r}: output {name!r} is never defined")
+    if check_types:
+        from portable.passes.infer import infer_types
+
+        infer_types(graph)

@@ -1,0 +1,2 @@
+"""loss ops."""
+from __future__ import annotations

@@ -1,0 +1,240 @@
+"""Op declarations: every facet of an op in one place, and the table that holds them.
+
+An op is declared once, in ``portable/ops/<family>.py``, with ``declare(...)``. The declaration
+holds its attribute schema with defaults, its type rule (shapes and dtypes), gradient rule,
+in-place pairs, view behaviour, ignored inputs, fusion kind and ONNX mapping as plain data.
+Passes, kernels, autodiff, autograd and the exporters read these facets; none of them tests an
+op's name.
+
+Defaults of facets left out:
+- ``grad=None``: not differentiable; asking for a gradient raises NotDifferentiableError naming
+  the op.
+- ``inplace=()``: no output may reuse an input's storage.
+- ``view=False``: the output owns its storage. A view op's output 0 aliases input 0's bytes.
+- ``fusion="opaque"``: never fused.
+- ``mutates=()``: no state. A pair ``(o, i)`` says output ``o`` is the new value of the mutable
+  input ``i`` (BatchNormalization's running statistics); executors write it back after a run.
+- ``nondiff_inputs=()``: every float input gets a gradient; listed ones (shapes, axes) never do.
+- ``ignored_inputs=()``: inputs whose values the kernel never reads (Shape reads only the shape).
+- ``fold=None``: outputs are known while planning only when every input value is; a fold rule
+  computes them from input types alone (Shape).
+- ``random=False``: a random op is never constant-folded or merged by CSE.
+- ``training_mode=None``: behaves the same in training and inference.
+- ``onnx``: ONNX ops are exported under their own name; private ops (domain ``portable``) are
+  never exported as such.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from portable.errors import OpAttributeError, OpError, UnknownOpError
+from portable.ir.graph import PRIVATE_DOMAIN, Node, TensorType
+
+REQUIRED = object()
+ATTR_KINDS = ("int", "float", "string", "ints", "floats", "strings", "tensor")
+
+
+@dataclass(frozen=True)
+class Attr:
+    """One attribute of an op's schema: its kind (ONNX attribute kinds) and default."""
+
+    kind: str
+    default: Any = REQUIRED
+
+    def __post_init__(self) -> None:
+        if self.kind not in ATTR_KINDS:
+            raise ValueError(f"attribute kind {self.kind!r} is not one of {ATTR_KINDS}")
+
+
+@dataclass(frozen=True)
+class OnnxSpec:
+    """How the op maps to ONNX: the opset whose version of the op is our canonical form."""
+
+    since_version: int
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """The declaration of one op. See the module docstring for the defaults of each facet."""
+
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    infer: Callable[["InferContext"], Sequence[TensorType | None]]
+    attrs: Mapping[str, Attr] = field(default_factory=dict)
+    grad: Callable | None = None
+    inplace: tuple[tuple[int, int], ...] = ()
+    view: bool = False
+    ignored_inputs: tuple[int, ...] = ()
+    nondiff_inputs: tuple[int, ...] = ()
+    fusion: str = "opaque"
+    onnx: OnnxSpec | None = None
+    random: bool = False
+    mutates: tuple[tuple[int, int], ...] = ()
+    fold: Callable[["InferContext"], Sequence[np.ndarray | None]] | None = None
+    training_mode: Callable[[Node, bool], Node] | None = None
+    doc: str = ""
+
+    @property
+    def domain(self) -> str:
+        return self.name.rsplit(".", 1)[0] if "." in self.name else ""
+
+    @property
+    def short_name(self) -> str:
+        return self.name.rsplit(".", 1)[-1]
+
+    @property
+    def differentiable(self) -> bool:
+        return self.grad is not None
+
+    def arity(self) -> tuple[int, int | None]:
+        """Smallest and largest number of inputs (None: variadic)."""
+        required = sum(1 for s in self.inputs if not s.endswith(("?", "*")))
+        if any(s.endswith("*") for s in self.inputs):
+            return required, None
+        return required, len(self.inputs)
+
+    def input_name(self, index: int) -> str:
+        if index < len(self.inputs):
+            return self.inputs[index].rstrip("?*")
+        return self.inputs[-1].rstrip("?*")
+
+    def resolve_attrs(self, node: Node) -> dict[str, Any]:
+        """The node's attributes with defaults filled in; unknown or missing ones raise."""
+        unknown = set(node.attrs) - set(self.attrs)
+        if unknown:
+            raise OpAttributeError(
+                f"node {node.name!r} (op {self.name}): unknown attribute(s) {sorted(unknown)}; "
+                f"{self.name} accepts {sorted(self.attrs) or 'none'}")
+        resolved = {}
+        for key, spec in self.attrs.items():
+            if key in node.attrs:
+                resolved[key] = node.attrs[key]
+            elif spec.default is REQUIRED:
+                raise OpAttributeError(
+                    f"node {node.name!r} (op {self.name}): required attribute {key!r} is missing")
+            else:
+                resolved[key] = spec.default
+        return resolved
+
+    def check_arity(self, node: Node) -> None:
+        low, high = self.arity()
+        count = len(node.inputs)
+        while count and not node.inputs[count - 1]:
+            count -= 1  # trailing absent optional inputs
+        if count < low or (high is not None and count > high):
+            expected = f"{low}" if low == high else f"{low} to {high if high is not None else 'any'}"
+            raise OpError(f"node {node.name!r} (op {self.name}) has {count} inputs; "
+                          f"{self.name} takes {expected} ({', '.join(self.inputs)})")
+        for i, value in enumerate(node.inputs[:count]):
+            spec = self.inputs[min(i, len(self.inputs) - 1)]
+            if not value and not spec.endswith(("?", "*")):
+                raise OpError(f"node {node.name!r} (op {self.name}): required input "
+                              f"{self.input_name(i)!r} (#{i}) is empty")
+
+
+class InferContext:
+    """What a type rule sees: the node, its resolved attributes, its input types and any input
+    values known while planning (constants and values computed from static shapes)."""
+
+    def __init__(self, node: Node, op: OpDef, types: Sequence[TensorType | None],
+                 values: Sequence[np.ndarray | None]) -> None:
+        self.node = node
+        self.op = op
+        self.types = list(types)
+        self.values = list(values)
+        self.attrs = op.resolve_attrs(node)
+
+    def __len__(self) -> int:
+        return len(self.types)
+
+    def has(self, index: int) -> bool:
+        return index < len(self.types) and self.types[index] is not None
+
+    def type(self, index: int) -> TensorType:
+        if not self.has(index):
+            self.fail(f"input {self.op.input_name(index)!r} (#{index}) is required")
+        return self.types[index]
+
+    def shape(self, index: int) -> tuple[int, ...]:
+        return self.type(index).shape
+
+    def dtype(self, index: int) -> np.dtype:
+        return self.type(index).dtype
+
+    def value(self, index: int) -> np.ndarray:
+        """The input's value, which must be known when planning (e.g. Reshape's shape)."""
+        if index >= len(self.values) or self.values[index] is None:
+            self.fail(f"input {self.op.input_name(index)!r} (#{index}) must be a constant or "
+                      f"computable from static shapes, but its value is only known at run time")
+        return self.values[index]
+
+    def known(self, index: int) -> bool:
+        return index < len(self.values) and self.values[index] is not None
+
+    def fail(self, message: str) -> None:
+        from portable.errors import ShapeError
+
+        shapes = ", ".join(f"{self.node.inputs[i] or '-'}: {t!r}" if t is not None else "-"
+                           for i, t in enumerate(self.types))
+        raise ShapeError(f"node {self.node.name!r} (op {self.op.name}): {message}; "
+                         f"input types: [{shapes}]")
+
+
+ops: dict[str, OpDef] = {}
+
+
+def declare(name: str, *, inputs: Sequence[str], outputs: Sequence[str],
+            infer: Callable, domain: str = "", attrs: Mapping[str, Attr] | None = None,
+            onnx_since: int | None = None, **facets: Any) -> OpDef:
+    """Declare an op and add it to the ``ops`` table.
+
+    Args:
+        name: the ONNX op name (or the private op's name when ``domain="portable"``).
+        inputs: input names; a trailing ``?`` marks optional, ``*`` variadic (last only).
+        outputs: output names, with the same markers.
+        infer: the type rule ``InferContext -> [TensorType | None per output]``.
+        domain: ``""`` for ONNX ops, ``"portable"`` for private ones.
+        attrs: attribute schema.
+        onnx_since: the ONNX opset version of our canonical form (ONNX ops only).
+        **facets: any other OpDef field (grad, inplace, view, fusion, ...).
+
+    Returns:
+        The registered OpDef.
+
+    Example:
+        >>> declare("Relu", inputs=("X",), outputs=("Y",), infer=same_as_input,
+        ...         onnx_since=14, fusion="elementwise")  # doctest: +SKIP
+    """
+    if domain not in ("", PRIVATE_DOMAIN):
+        raise ValueError(f"unknown domain {domain!r}")
+    qualified = f"{domain}.{name}" if domain else name
+    if qualified in ops:
+        raise ValueError(f"op {qualified} is declared twice")
+    onnx = None
+    if not domain:
+        if onnx_since is None:
+            raise ValueError(f"ONNX op {name} needs onnx_since")
+        onnx = OnnxSpec(onnx_since, name)
+    op = OpDef(name=qualified, inputs=tuple(inputs), outputs=tuple(outputs), infer=infer,
+               attrs=dict(attrs or {}), onnx=onnx, **facets)
+    ops[qualified] = op
+    return op
+
+
+def get(name: str, *, node: Node | None = None) -> OpDef:
+    """The declaration of ``name``; an unknown name raises UnknownOpError with suggestions."""
+    try:
+        return ops[name]
+    except KeyError:
+        pass
+    close = difflib.get_close_matches(name, list(ops), n=3)
+    where = f"node {node.name!r}: " if node is not None else ""
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    domain = name.rsplit(".", 1)[0] if "." in name else "ai.onnx"
+    raise UnknownOpError(f"{where}unknown op {name!r} (domain {domain!r}){hint}")

@@ -1,0 +1,2 @@
+"""rnn ops."""
+from __future__ import annotations

@@ -1,0 +1,68 @@
+"""Shared type rules and helpers used by op declarations (ONNX broadcasting, axis handling)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from portable.ir.graph import TensorType
+from portable.ops.registry import InferContext
+
+
+def broadcast_shapes(ctx: InferContext, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    """Multidirectional (NumPy-style) broadcasting as ONNX defines it; a mismatch fails naming
+    the node and the shapes."""
+    rank = max((len(s) for s in shapes), default=0)
+    result = []
+    for axis in range(rank):
+        dims = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            ctx.fail(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} do not broadcast")
+        result.append(dims.pop() if dims else 1)
+    return tuple(result)
+
+
+def same_dtype(ctx: InferContext, indices: Sequence[int]) -> np.dtype:
+    dtypes = {ctx.dtype(i) for i in indices if ctx.has(i)}
+    if len(dtypes) > 1:
+        ctx.fail(f"inputs must share one dtype, got {sorted(d.name for d in dtypes)}")
+    return dtypes.pop()
+
+
+def same_as_input(ctx: InferContext) -> list[TensorType]:
+    """Every output has input 0's type."""
+    return [ctx.type(0)] * len(ctx.op.outputs)
+
+
+def broadcast_elementwise(ctx: InferContext) -> list[TensorType]:
+    """Output shape is the broadcast of all inputs, dtype is the inputs' common dtype."""
+    present = [i for i in range(len(ctx)) if ctx.has(i)]
+    shape = broadcast_shapes(ctx, [ctx.shape(i) for i in present])
+    return [TensorType(shape, same_dtype(ctx, present))]
+
+
+def broadcast_to_bool(ctx: InferContext) -> list[TensorType]:
+    """Comparison ops: broadcast shape, boolean result."""
+    shape = broadcast_shapes(ctx, [ctx.shape(0), ctx.shape(1)])
+    same_dtype(ctx, (0, 1))
+    return [TensorType(shape, np.bool_)]
+
+
+def normalize_axis(ctx: InferContext, axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        ctx.fail(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def normalize_axes(ctx: InferContext, axes: Sequence[int], rank: int) -> tuple[int, ...]:
+    result = tuple(normalize_axis(ctx, int(a), rank) for a in axes)
+    if len(set(result)) != len(result):
+        ctx.fail(f"axes {tuple(axes)} repeat an axis")
+    return result
+
+
+def require_float(ctx: InferContext, index: int = 0) -> None:
+    if ctx.dtype(index).kind != "f":
+        ctx.fail(f"input {ctx.op.input_name(index)!r} must be floating point, "
+                 f"got {ctx.dtype(index).name}")

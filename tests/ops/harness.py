@@ -1,0 +1,164 @@
+"""The op table's machinery: a Case per op configuration, checked three ways.
+
+- forward: our kernel (through a compiled one-node graph) against onnx.reference's evaluator
+  (or, for private-domain ops, against a NumPy reference given in the case);
+- gradient: symbolic autodiff against central finite differences, in float64;
+- imperative gradient (when autograd exists) through the same rules.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from portable.device import Device, cpu
+from portable.executor.compiled import CompiledGraph
+from portable.ir import GraphBuilder
+from portable.ops import registry
+from portable.passes.autodiff import differentiate
+
+
+@dataclass
+class Case:
+    """One op configuration of the table.
+
+    Args:
+        op: qualified op name.
+        inputs: input arrays (None for an absent optional input).
+        attrs: node attributes.
+        const: indices of inputs given as constants (shapes, axes), known while planning.
+        outputs: number of outputs (absent trailing outputs are not requested).
+        grad: check gradients against finite differences (differentiable ops).
+        wrt: inputs to differentiate (default: every float input not declared non-diff).
+        reference: for private ops, a NumPy function of (inputs, attrs) -> list of outputs.
+        rtol, atol: forward tolerances; grad_tol: gradient tolerance.
+        name: a label for the test id.
+    """
+
+    op: str
+    inputs: Sequence[Any]
+    attrs: dict = field(default_factory=dict)
+    const: tuple[int, ...] = ()
+    outputs: int = 1
+    grad: bool = True
+    wrt: tuple[int, ...] | None = None
+    reference: Callable | None = None
+    rtol: float = 1e-5
+    atol: float = 1e-6
+    grad_tol: float = 1e-5
+    name: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}-{self.name}" if self.name else self.op
+
+
+def rand(*shape, seed: int = 0, low: float = -1.0, high: float = 1.0,
+         dtype=np.float32) -> np.ndarray:
+    """Deterministic uniform random test data."""
+    rng = np.random.default_rng(seed + 7919 * len(shape) + sum(shape))
+    return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+def build(case: Case, inputs: Sequence[Any]):
+    b = GraphBuilder(case.id)
+    names = []
+    for i, value in enumerate(inputs):
+        if value is None:
+            names.append(None)
+        elif i in case.const:
+            names.append(b.const(np.asarray(value), name=f"in{i}"))
+        else:
+            value = np.asarray(value)
+            names.append(b.input(f"in{i}", value.shape, value.dtype))
+    outs = [f"out{j}" for j in range(case.outputs)]
+    b.op(case.op, *names, outputs=outs, name="node", **case.attrs)
+    graph = b.build(outs)
+    feeds = {f"in{i}": np.asarray(v) for i, v in enumerate(inputs)
+             if v is not None and i not in case.const}
+    return graph, feeds
+
+
+def run_ours(case: Case, inputs: Sequence[Any] | None = None,
+             device: Device | None = None) -> list[np.ndarray]:
+    graph, feeds = build(case, case.inputs if inputs is None else inputs)
+    device = device or cpu()
+    plan = CompiledGraph(graph, device)
+    backend = device.backend
+    outs = plan.run({k: backend.from_numpy(v) for k, v in feeds.items()})
+    return [backend.to_numpy(o).copy() for o in outs]
+
+
+def run_reference(case: Case) -> list[np.ndarray]:
+    if case.reference is not None:
+        return [np.asarray(o) for o in case.reference(list(case.inputs), dict(case.attrs))]
+    import onnx
+    from onnx import helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    names = [f"in{i}" if v is not None else "" for i, v in enumerate(case.inputs)]
+    node = helper.make_node(case.op, names, [f"out{j}" for j in range(case.outputs)],
+                            **{k: (numpy_helper.from_array(v) if isinstance(v, np.ndarray)
+                                   else v) for k, v in case.attrs.items()})
+    del onnx
+    evaluator = ReferenceEvaluator(node)
+    feeds = {n: np.asarray(v) for n, v in zip(names, case.inputs) if n}
+    return [np.asarray(o) for o in evaluator.run(None, feeds)]
+
+
+def diff_inputs(case: Case) -> list[int]:
+    op = registry.get(case.op)
+    if case.wrt is not None:
+        return list(case.wrt)
+    return [i for i, v in enumerate(case.inputs)
+            if v is not None and i not in case.const and i not in op.nondiff_inputs
+            and np.asarray(v).dtype.kind == "f"]
+
+
+def to64(case: Case) -> Case:
+    inputs = [None if v is None else (np.asarray(v, np.float64)
+                                      if np.asarray(v).dtype.kind == "f" else np.asarray(v))
+              for v in case.inputs]
+    attrs = {k: (v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f"
+                 else v) for k, v in case.attrs.items()}
+    return Case(**{**case.__dict__, "inputs": inputs, "attrs": attrs})
+
+
+def symbolic_gradients(case: Case, heads: list[np.ndarray], device: Device | None = None):
+    """Our gradients of sum(outputs * heads) w.r.t. the case's differentiable inputs."""
+    wrt = diff_inputs(case)
+    graph, feeds = build(case, case.inputs)
+    grad_graph, _ = differentiate(graph, [f"in{i}" for i in wrt])
+    for j, head in enumerate(heads):
+        feeds[f"out{j}_head_grad"] = head
+    device = device or cpu()
+    plan = CompiledGraph(grad_graph, device)
+    backend = device.backend
+    outs = plan.run({k: backend.from_numpy(v) for k, v in feeds.items()})
+    return wrt, [backend.to_numpy(o).copy() for o in outs[case.outputs:]]
+
+
+def numeric_gradients(case: Case, heads: list[np.ndarray], wrt: list[int],
+                      eps: float = 1e-6) -> list[np.ndarray]:
+    """Central finite differences of sum(outputs * heads)."""
+    def objective(inputs):
+        outs = run_ours(case, inputs)
+        return sum(float(np.sum(o.astype(np.float64) * h)) for o, h in zip(outs, heads))
+
+    grads = []
+    inputs = [None if v is None else np.array(v, copy=True) for v in case.inputs]
+    for i in wrt:
+        x = inputs[i]
+        g = np.zeros_like(x, dtype=np.float64)
+        flat = x.reshape(-1)
+        for k in range(flat.size):
+            old = flat[k]
+            flat[k] = old + eps
+            up = objective(inputs)
+            flat[k] = old - eps
+            down = objective(inputs)
+            flat[k] = old
+            g.reshape(-1)[k] = (up - down) / (2 * eps)
+        grads.append(g)
+    return grads
