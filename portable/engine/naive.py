@@ -1,0 +1,85 @@
+"""NaiveEngine: every op runs synchronously inside ``push`` (for debugging).
+
+Because ops run at push time, push order is execution order and a stack trace taken inside an
+op shows who pushed it. Errors still follow the engine contract (see ``portable.engine.base``):
+they are recorded on the written variables and raised at the next wait, never from ``push``,
+so code behaves the same under both engines.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Iterable
+
+from portable.engine.base import Engine, OpFailure, PendingOp, Var, raise_failure
+from portable.errors import EngineError
+
+
+class NaiveEngine(Engine):
+    """Runs each pushed op immediately in the pushing thread.
+
+    Pushes from several threads are serialized by one re-entrant lock (re-entrant so that an
+    op may push further ops, which then run nested, before the outer op returns).
+
+    Example:
+        >>> eng = NaiveEngine()
+        >>> v = eng.new_var("v")
+        >>> eng.push(lambda: 1 / 0, writes=[v], name="divide")   # does not raise here
+        >>> try:
+        ...     eng.wait_for_var(v)
+        ... except Exception as err:
+        ...     print(type(err).__name__)
+        EngineError
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._failures: list[OpFailure] = []
+
+    def push(self, fn: Callable[[], object], reads: Iterable[Var] = (),
+             writes: Iterable[Var] = (), device: Hashable = None, priority: int = 0,
+             name: str = "op") -> None:
+        """Run ``fn()`` now; see :meth:`Engine.push`. ``device`` and ``priority`` are ignored."""
+        reads_t, _, writes_t = self._normalize(fn, reads, writes, name)
+        with self._lock:
+            self._refuse_deleted(reads_t, name)
+            self._refuse_deleted(writes_t, name)
+            failure = next((v._failure for v in reads_t if v._failure is not None), None)
+            if failure is not None:
+                failure = failure.passed_on(name)  # skip: its inputs hold no valid data
+            else:
+                try:
+                    fn()
+                except BaseException as exc:  # noqa: BLE001 - the contract defers every error
+                    failure = OpFailure(name, exc)
+                    self._failures.append(failure)
+            for v in writes_t:
+                v._failure = failure
+
+    def wait_for_var(self, var: Var) -> None:
+        """Return at once (all ops already ran), raising the var's failure if it has one."""
+        self._check_var(var)
+        if var._deleted:
+            raise EngineError(f"wait_for_var: {var!r} was deleted")
+        failure = var._failure
+        if failure is not None:
+            raise_failure(failure, var)
+
+    def wait_all(self) -> None:
+        """Raise the first failure since the previous ``wait_all``, if any."""
+        with self._lock:
+            failures, self._failures = self._failures, []
+        if failures:
+            raise_failure(failures[0], others=len(failures) - 1)
+
+    def delete_var(self, var: Var) -> None:
+        """Forget ``var``; later pushes naming it raise EngineError."""
+        self._check_var(var)
+        with self._lock:
+            if var._deleted:
+                raise EngineError(f"delete_var: {var!r} was already deleted")
+            var._deleted = True
+            var._failure = None
+
+    def pending(self) -> list[PendingOp]:
+        """Always empty: nothing outlives its ``push``."""
+        return []

@@ -1,0 +1,426 @@
+"""ThreadedEngine: per-variable dependency queues feeding per-device worker pools.
+
+Stages of one op (all bookkeeping under one engine lock; only ``fn`` runs outside it):
+
+1. ``push`` appends the op to the queue of every var it uses (a read request per var it only
+   reads, a write request per var it writes) and counts the requests not yet granted.
+2. A var grants requests from the head of its queue, in push order: any number of consecutive
+   reads while no write is active, or one write once no read or write is active (MXNet's
+   ThreadedVar). A granted request stays active until its op finishes.
+3. When all of an op's requests are granted it is *ready* and goes to its device's priority
+   queue; a worker of that device pops the highest priority (oldest first among equals).
+4. When ``fn`` returns (or raises) the op's outcome is stored on the vars it writes, its grants
+   are released, and the vars grant their next requests.
+
+Invariants: a var's requests are granted in push order and a write excludes everything else,
+so every var sees its readers and writers exactly as sequential execution in push order would;
+an op only ever waits for ops pushed before it, so the waits cannot form a cycle and the engine
+always drains as long as every ``fn`` returns.
+
+Internal "inline" ops (the no-op write that ``wait_for_var`` waits on, and the op of
+``delete_var``) never reach a worker: they complete in the thread that grants their last request.
+"""
+from __future__ import annotations
+
+import heapq
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable
+
+from portable.engine.base import Engine, OpFailure, PendingOp, Var, raise_failure
+from portable.errors import EngineError
+
+_WAITING, _READY, _RUNNING = "waiting", "ready", "running"
+_USER, _SYNC, _DELETE = 0, 1, 2  # op kinds; only _USER ops run on workers
+
+
+class ThreadedVar(Var):
+    """A Var with the dependency-queue state the threaded engine keeps for it."""
+
+    __slots__ = ("_queue", "_active_reads", "_writing")
+
+    def __init__(self, name: str, owner: Engine) -> None:
+        super().__init__(name, owner)
+        self._queue: deque[tuple[_Op, bool]] = deque()  # ungranted (op, is_write), push order
+        self._active_reads = 0
+        self._writing = False
+
+
+class _Op:
+    __slots__ = ("fn", "name", "reads", "dep_reads", "writes", "device", "priority", "kind",
+                 "seq", "waiting", "state", "failure", "done", "cond")
+
+    def __init__(self, fn: Callable[[], object] | None, name: str, reads: tuple[Var, ...],
+                 dep_reads: tuple[Var, ...], writes: tuple[Var, ...], device: Hashable,
+                 priority: int, kind: int) -> None:
+        self.fn = fn
+        self.name = name
+        self.reads = reads          # declared reads: decide whether a failure is inherited
+        self.dep_reads = dep_reads  # reads that are not also writes: read requests
+        self.writes = writes
+        self.device = device
+        self.priority = priority
+        self.kind = kind
+        self.seq = 0
+        self.waiting: set[Var] = set()  # vars whose request is not granted yet
+        self.state = _WAITING
+        self.failure: OpFailure | None = None  # _SYNC: the var's state when it completed
+        self.done = False
+        self.cond: threading.Condition | None = None
+
+
+class _DeviceQueue:
+    __slots__ = ("heap", "cond", "threads")
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.heap: list[tuple[int, int, _Op]] = []  # (-priority, seq, op)
+        self.cond = threading.Condition(lock)
+        self.threads: list[threading.Thread] = []
+
+
+def _env_int(var: str, default: int) -> int:
+    raw = os.environ.get(var, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise EngineError(f"{var}={raw!r} is not an integer") from None
+    if value < 1:
+        raise EngineError(f"{var}={raw!r} must be at least 1")
+    return value
+
+
+def _positive(value: int, what: str) -> int:
+    if not isinstance(value, int) or value < 1:
+        raise EngineError(f"ThreadedEngine: {what} must be a positive int, got {value!r}")
+    return value
+
+
+def _pool_key(device: Hashable) -> Hashable:
+    """All CPU devices share one worker pool: they are the same cores."""
+    if device is None:
+        return "cpu"
+    kind = getattr(device, "device_type", None)
+    if kind == "cpu" or (kind is None and str(device).lower().startswith("cpu")):
+        return "cpu"
+    return device
+
+
+class ThreadedEngine(Engine):
+    """Dependency engine with per-variable queues and worker threads per device.
+
+    Args:
+        cpu_workers: Worker threads of the CPU pool (ops with ``device`` None or a CPU device).
+            Default: env ``PORTABLE_CPU_WORKERS``, else ``min(2, os.cpu_count())``.
+        device_workers: Worker threads for every other device key (one stream each, as MXNet).
+        max_pending: Back-pressure bound: ``push`` blocks while this many pushed ops have not
+            finished. Pushes from inside a running op bypass it, so an op that pushes cannot
+            deadlock. Default: env ``PORTABLE_ENGINE_MAX_PENDING``, else 4096.
+
+    Workers are daemon threads started on the first op for their device; nothing starts at
+    construction.
+
+    Example:
+        >>> eng = ThreadedEngine(cpu_workers=2)
+        >>> x, y = eng.new_var("x"), eng.new_var("y")
+        >>> out = {}
+        >>> eng.push(lambda: out.update(x=3), writes=[x], name="make_x")
+        >>> eng.push(lambda: out.update(y=out["x"] * 2), reads=[x], writes=[y], name="double")
+        >>> eng.wait_for_var(y); out["y"]
+        6
+        >>> eng.shutdown()
+    """
+
+    def __init__(self, cpu_workers: int | None = None, device_workers: int = 1,
+                 max_pending: int | None = None) -> None:
+        if cpu_workers is None:
+            cpu_workers = _env_int("PORTABLE_CPU_WORKERS", min(2, os.cpu_count() or 1))
+        if max_pending is None:
+            max_pending = _env_int("PORTABLE_ENGINE_MAX_PENDING", 4096)
+        self._cpu_workers = _positive(cpu_workers, "cpu_workers")
+        self._device_workers = _positive(device_workers, "device_workers")
+        self._max_pending = _positive(max_pending, "max_pending")
+        self._lock = threading.Lock()
+        self._not_full = threading.Condition(self._lock)  # back-pressure waiters
+        self._idle = threading.Condition(self._lock)      # wait_all / shutdown waiters
+        self._queues: dict[Hashable, _DeviceQueue] = {}
+        self._live: dict[int, _Op] = {}  # unfinished ops by seq, i.e. in push order
+        self._seq = 0
+        self._num_pending = 0            # unfinished user ops (what back-pressure bounds)
+        self._push_waiters = 0
+        self._failures: list[tuple[int, OpFailure]] = []  # (seq, failure) since last wait_all
+        self._local = threading.local()       # .in_op is True on this engine's workers
+        self._stopped = False
+
+    # -- public API ----------------------------------------------------------------------
+
+    def new_var(self, name: str = "") -> Var:
+        """Create a variable with its own dependency queue; see :meth:`Engine.new_var`."""
+        return ThreadedVar(name, self)
+
+    def push(self, fn: Callable[[], object], reads: Iterable[Var] = (),
+             writes: Iterable[Var] = (), device: Hashable = None, priority: int = 0,
+             name: str = "op") -> None:
+        """Queue ``fn`` behind the earlier ops on its vars; see :meth:`Engine.push`.
+
+        Blocks while ``max_pending`` ops are unfinished, unless called from inside an op.
+        """
+        reads_t, dep_reads, writes_t = self._normalize(fn, reads, writes, name)
+        op = _Op(fn, name, reads_t, dep_reads, writes_t, device, priority, _USER)
+        bypass_bound = getattr(self._local, "in_op", False)
+        with self._lock:
+            self._refuse_if_stopped("push")
+            if not bypass_bound and self._num_pending >= self._max_pending:
+                self._push_waiters += 1
+                try:
+                    while self._num_pending >= self._max_pending and not self._stopped:
+                        self._not_full.wait()
+                finally:
+                    self._push_waiters -= 1
+                self._refuse_if_stopped("push")
+            # Checked under the lock: a var deleted concurrently must not get a request
+            # queued behind its delete op, which would never be granted.
+            self._refuse_deleted(reads_t, name)
+            self._refuse_deleted(writes_t, name)
+            self._num_pending += 1
+            self._submit(op)
+
+    def wait_for_var(self, var: Var) -> None:
+        """Block until all ops pushed so far that use ``var`` finished; see the base class.
+
+        Implemented as MXNet does: push a no-op request on the var and wait for it. The request
+        is a write so that it also waits for earlier readers.
+
+        Raises:
+            EngineError: If the var is in error state, deleted, or if called from inside a
+                running op (which could wait on itself).
+        """
+        var = self._check_var(var)
+        self._refuse_in_op("wait_for_var")
+        op = _Op(None, f"wait_for_var({var.name!r})", (), (), (var,), None, 0, _SYNC)
+        op.cond = threading.Condition(self._lock)
+        with self._lock:
+            self._refuse_if_stopped("wait_for_var")
+            if var._deleted:
+                raise EngineError(f"wait_for_var: {var!r} was deleted")
+            self._submit(op)
+            while not op.done:
+                self._refuse_if_stopped("wait_for_var")
+                op.cond.wait()
+        if op.failure is not None:
+            raise_failure(op.failure, var)
+
+    def wait_all(self) -> None:
+        """Block until every pushed op finished; see :meth:`Engine.wait_all`.
+
+        Raises:
+            EngineError: If an op failed since the last ``wait_all``, if called from inside a
+                running op, or if the engine was shut down with ops unfinished.
+        """
+        self._refuse_in_op("wait_all")
+        with self._lock:
+            while self._num_pending and not self._stopped:
+                self._idle.wait()
+            if self._num_pending:
+                raise EngineError(f"wait_all: the engine was shut down with "
+                                  f"{self._num_pending} op(s) unfinished")
+            failures, self._failures = self._failures, []
+        if failures:
+            failures.sort(key=lambda entry: entry[0])  # report the earliest pushed first
+            raise_failure(failures[0][1], others=len(failures) - 1)
+
+    def delete_var(self, var: Var) -> None:
+        """Free ``var`` after the ops already pushed on it; later pushes on it are refused."""
+        var = self._check_var(var)
+        with self._lock:
+            self._refuse_if_stopped("delete_var")
+            if var._deleted:
+                raise EngineError(f"delete_var: {var!r} was already deleted")
+            var._deleted = True
+            self._submit(_Op(None, f"delete_var({var.name!r})", (), (), (var,), None, 0,
+                             _DELETE))
+
+    def pending(self) -> list[PendingOp]:
+        """Every unfinished op (including waits and deletes), oldest first, with the vars
+        whose earlier users it still waits for."""
+        with self._lock:
+            return [PendingOp(op.name,
+                              tuple(v for v in op.dep_reads + op.writes if v in op.waiting),
+                              op.state, op.device, op.priority)
+                    for op in self._live.values()]
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the workers; later calls to push, wait_for_var and delete_var raise.
+
+        Args:
+            wait: First wait (without raising op failures) until every pushed op finished.
+                With False, ops not yet started are dropped and waiters get EngineError.
+        """
+        in_op = getattr(self._local, "in_op", False)
+        with self._lock:
+            if wait and not in_op:
+                while self._num_pending and not self._stopped:
+                    self._idle.wait()
+            self._stopped = True
+            for queue in self._queues.values():
+                queue.cond.notify_all()
+            for op in self._live.values():
+                if op.cond is not None:
+                    op.cond.notify_all()
+            self._not_full.notify_all()
+            self._idle.notify_all()
+            threads = [t for q in self._queues.values() for t in q.threads]
+        if wait:
+            current = threading.current_thread()
+            for thread in threads:
+                if thread is not current:
+                    thread.join()
+
+    # -- bookkeeping (every method below runs with self._lock held) ------------------------
+
+    def _submit(self, op: _Op) -> None:
+        """Queue the requests of a new op; grant at once those nothing precedes."""
+        self._seq += 1
+        op.seq = self._seq
+        self._live[op.seq] = op
+        waiting = op.waiting
+        for v in op.dep_reads:
+            if v._writing or v._queue:
+                v._queue.append((op, False))
+                waiting.add(v)
+            else:
+                v._active_reads += 1
+        for v in op.writes:
+            if v._writing or v._active_reads or v._queue:
+                v._queue.append((op, True))
+                waiting.add(v)
+            else:
+                v._writing = True
+        if not waiting:
+            self._schedule([op])
+
+    def _advance(self, v: ThreadedVar, ready: list[_Op]) -> None:
+        """Grant the requests at the head of ``v``'s queue that may now proceed."""
+        queue = v._queue
+        while queue:
+            op, is_write = queue[0]
+            if is_write:
+                if v._writing or v._active_reads:
+                    return
+                queue.popleft()
+                v._writing = True
+                op.waiting.discard(v)
+                if not op.waiting:
+                    ready.append(op)
+                return
+            if v._writing:
+                return
+            queue.popleft()
+            v._active_reads += 1
+            op.waiting.discard(v)
+            if not op.waiting:
+                ready.append(op)
+
+    def _release(self, op: _Op, ready: list[_Op]) -> None:
+        for v in op.dep_reads:
+            v._active_reads -= 1
+            if not v._active_reads and v._queue:
+                self._advance(v, ready)
+        for v in op.writes:
+            v._writing = False
+            if v._queue:
+                self._advance(v, ready)
+
+    def _schedule(self, ready: list[_Op]) -> None:
+        """Hand ready user ops to their device; complete ready inline ops right here."""
+        while ready:
+            op = ready.pop()
+            if op.kind == _USER:
+                op.state = _READY
+                queue = self._queues.get(_pool_key(op.device)) or self._start_pool(op.device)
+                heapq.heappush(queue.heap, (-op.priority, op.seq, op))
+                queue.cond.notify()
+                continue
+            var = op.writes[0]
+            if op.kind == _SYNC:
+                op.failure = var._failure
+            else:  # _DELETE: nothing can queue behind it, drop what the var holds
+                var._failure = None
+            self._release(op, ready)
+            del self._live[op.seq]
+            op.done = True
+            if op.cond is not None:
+                op.cond.notify_all()
+
+    def _complete(self, op: _Op, failure: OpFailure | None) -> None:
+        """Record a finished user op's outcome and release its vars."""
+        if failure is not None and failure.hops == 0:
+            self._failures.append((op.seq, failure))  # raised by this op, not inherited
+        for v in op.writes:
+            v._failure = failure
+        ready: list[_Op] = []
+        self._release(op, ready)
+        del self._live[op.seq]
+        op.fn = None  # drop the closure (and the arrays it holds) now
+        self._num_pending -= 1
+        if self._push_waiters and self._num_pending < self._max_pending:
+            self._not_full.notify()
+        if not self._num_pending:
+            self._idle.notify_all()
+        if ready:
+            self._schedule(ready)
+
+    def _start_pool(self, device: Hashable) -> _DeviceQueue:
+        key = _pool_key(device)
+        queue = self._queues[key] = _DeviceQueue(self._lock)
+        count = self._cpu_workers if key == "cpu" else self._device_workers
+        for i in range(count):
+            thread = threading.Thread(target=self._work, args=(queue,), daemon=True,
+                                      name=f"portable-engine-{key}-{i}")
+            queue.threads.append(thread)
+            thread.start()
+        return queue
+
+    def _refuse_if_stopped(self, what: str) -> None:
+        if self._stopped:
+            raise EngineError(f"{what}: the engine was shut down")
+
+    def _refuse_in_op(self, what: str) -> None:
+        if getattr(self._local, "in_op", False):
+            raise EngineError(f"{what} called from inside a running engine op could wait on "
+                              f"that op itself; declare the dependency with reads/writes")
+
+    # -- workers -------------------------------------------------------------------------
+
+    def _work(self, queue: _DeviceQueue) -> None:
+        """Worker loop: pop the best ready op, run it, record its outcome, repeat."""
+        self._local.in_op = True
+        op: _Op | None = None
+        failure: OpFailure | None = None
+        while True:
+            with self._lock:
+                if op is not None:
+                    self._complete(op, failure)
+                    op = None
+                while not queue.heap and not self._stopped:
+                    queue.cond.wait()
+                if self._stopped:
+                    return
+                op = heapq.heappop(queue.heap)[2]
+                op.state = _RUNNING
+            failure = self._execute(op)
+
+    @staticmethod
+    def _execute(op: _Op) -> OpFailure | None:
+        """Run one op outside the lock; never raises, so a worker never dies."""
+        for v in op.reads:
+            # Safe without the lock: the op holds a grant on v, so its last writer finished.
+            if v._failure is not None:
+                return v._failure.passed_on(op.name)  # skip: its inputs hold no valid data
+        try:
+            op.fn()
+        except BaseException as exc:  # noqa: BLE001 - the contract defers every error
+            return OpFailure(op.name, exc)
+        return None
