@@ -2,25 +2,39 @@
 ArgMax/ArgMin."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from portable.dtypes import to_onnx
 from portable.ir.graph import TensorType
 from portable.ops.registry import Attr, declare
+from portable.ops.rules import normalize_axis
 
 
 def reduced_axes(rank: int, axes: np.ndarray | None, noop_with_empty_axes: int) -> tuple[int, ...]:
     """The axes a Reduce* op reduces over: all of them when ``axes`` is absent or empty
     (unless ``noop_with_empty_axes``). Raises ValueError on an out-of-range or repeated axis."""
-    if axes is None or np.asarray(axes).size == 0:
+    axes = () if axes is None else tuple(np.asarray(axes).ravel().tolist())
+    return _reduced_axes(rank, axes, bool(noop_with_empty_axes))
+
+
+@functools.lru_cache(maxsize=1024)
+def _reduced_axes(rank, axes, noop_with_empty_axes):
+    # Cached: kernels call this on every run with the same constant axes.
+    if not axes:
         return () if noop_with_empty_axes else tuple(range(rank))
-    result = []
-    for axis in np.asarray(axes).reshape(-1).tolist():
-        if not -rank <= axis < rank:
-            raise ValueError(f"axis {axis} is out of range for rank {rank}")
-        result.append(axis % rank)
+    if any(not -rank <= axis < rank for axis in axes):
+        raise ValueError(f"axes {list(axes)} are out of range for rank {rank}")
+    result = tuple(sorted(axis % rank for axis in axes))
     if len(set(result)) != len(result):
-        raise ValueError(f"axes {result} repeat an axis")
-    return tuple(sorted(result))
+        raise ValueError(f"axes {list(axes)} repeat an axis")
+    return result
+
+
+def kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> list[int]:
+    """The shape of a reduction with ``keepdims=1``."""
+    return [1 if i in axes else d for i, d in enumerate(shape)]
 
 
 def _node_axes(ctx) -> tuple[int, ...]:
@@ -35,7 +49,7 @@ def _reduce_infer(ctx):
     axes = _node_axes(ctx)
     shape = ctx.shape(0)
     if ctx.attrs["keepdims"]:
-        out = [1 if i in axes else d for i, d in enumerate(shape)]
+        out = kept_shape(shape, axes)
     else:
         out = [d for i, d in enumerate(shape) if i not in axes]
     return [TensorType(out, ctx.dtype(0))]
@@ -48,12 +62,17 @@ def grad_axes(g) -> tuple[int, ...]:
                         g.attrs["noop_with_empty_axes"])
 
 
+def _keep_dims(g, y, axes):
+    """``y`` (a reduction's output or its gradient) reshaped to the keepdims shape, so that it
+    broadcasts against the input."""
+    kept = kept_shape(g.shape(g.inputs[0]), axes)
+    return g.emit("Reshape", y, g.const(np.asarray(kept, np.int64)))
+
+
 def broadcast_back(g, dy):
     """Spread a reduction's output gradient back over the input's shape."""
     x = g.inputs[0]
-    axes = grad_axes(g)
-    kept = [1 if i in axes else d for i, d in enumerate(g.shape(x))]
-    dy = g.emit("Reshape", dy, g.const(np.asarray(kept, np.int64)))
+    dy = _keep_dims(g, dy, grad_axes(g))
     return g.emit("Expand", dy, g.const(np.asarray(g.shape(x), np.int64)))
 
 
@@ -61,8 +80,57 @@ def _reduce_sum_grad(g, dys):
     return [broadcast_back(g, dys[0]), None]
 
 
+def _reduce_mean_grad(g, dys):
+    shape = g.shape(g.inputs[0])
+    count = int(np.prod([shape[a] for a in grad_axes(g)], dtype=np.int64))
+    dy = dys[0]
+    if count > 1:
+        # Scale before spreading: the output has fewer elements than the input.
+        dy = g.emit("Mul", dy, g.scalar(1.0 / count, dy))
+    return [broadcast_back(g, dy), None]
+
+
+def _extremum_grad(g, dys):
+    """ReduceMax/ReduceMin: the gradient flows to the extreme element(s); tied extremes share
+    it equally, so the total stays dy (what finite differences give without ties)."""
+    x, y = g.inputs[0], g.outputs[0]
+    axes = grad_axes(g)
+    if not axes:
+        return [dys[0], None]
+    hits = g.emit("Cast", g.emit("Equal", x, _keep_dims(g, y, axes)),
+                  to=to_onnx(g.dtype(x)))
+    ties = g.emit("ReduceSum", hits, g.const(np.asarray(axes, np.int64)), keepdims=1)
+    share = g.emit("Div", _keep_dims(g, dys[0], axes), ties)
+    return [g.emit("Mul", hits, share), None]
+
+
 REDUCE = dict(inputs=("data", "axes?"), outputs=("reduced",), infer=_reduce_infer,
               attrs={"keepdims": Attr("int", 1), "noop_with_empty_axes": Attr("int", 0)},
               nondiff_inputs=(1,), fusion="reduce")
 
 declare("ReduceSum", onnx_since=13, grad=_reduce_sum_grad, **REDUCE)
+declare("ReduceMean", onnx_since=18, grad=_reduce_mean_grad, **REDUCE)
+declare("ReduceMax", onnx_since=20, grad=_extremum_grad, **REDUCE)
+declare("ReduceMin", onnx_since=20, grad=_extremum_grad, **REDUCE)
+
+
+def _arg_infer(ctx):
+    shape = ctx.shape(0)
+    if not shape:
+        ctx.fail("data must have rank >= 1")
+    axis = normalize_axis(ctx, ctx.attrs["axis"], len(shape))
+    if shape[axis] == 0:
+        ctx.fail(f"axis {axis} is empty: there is no extreme element to index")
+    if ctx.attrs["keepdims"]:
+        out = kept_shape(shape, (axis,))
+    else:
+        out = [d for i, d in enumerate(shape) if i != axis]
+    return [TensorType(out, np.int64)]
+
+
+ARG = dict(inputs=("data",), outputs=("reduced",), infer=_arg_infer, onnx_since=13,
+           attrs={"axis": Attr("int", 0), "keepdims": Attr("int", 1),
+                  "select_last_index": Attr("int", 0)})
+
+declare("ArgMax", **ARG)
+declare("ArgMin", **ARG)
