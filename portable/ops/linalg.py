@@ -1,6 +1,11 @@
 """Linear algebra ops: MatMul, Gemm, Einsum."""
 from __future__ import annotations
 
+import string
+from collections import Counter
+from dataclasses import dataclass
+from typing import Sequence
+
 import numpy as np
 
 from portable.ir.graph import TensorType
@@ -101,3 +106,153 @@ declare("Gemm", inputs=("A", "B", "C?"), outputs=("Y",), infer=_gemm_infer, onnx
         attrs={"alpha": Attr("float", 1.0), "beta": Attr("float", 1.0),
                "transA": Attr("int", 0), "transB": Attr("int", 0)},
         grad=_gemm_grad)
+
+
+# -- Einsum -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EinsumSpec:
+    """An Einsum equation with every ellipsis spelled out as spare letters: one label string
+    per operand, the output's, and each label's size after broadcasting."""
+
+    inputs: tuple[str, ...]
+    output: str
+    sizes: dict[str, int]
+
+
+def _spell_term(term: str, rank: int, ellipsis: str) -> str:
+    """``term`` with its ellipsis as the trailing labels of ``ellipsis`` (right-aligned, as
+    broadcasting aligns shapes); raises ValueError when the rank does not fit."""
+    labels = term.replace("...", "")
+    if term.count("...") > 1 or "." in labels:
+        raise ValueError(f"term {term!r} has a malformed ellipsis")
+    if "..." not in term:
+        if len(labels) != rank:
+            raise ValueError(f"term {term!r} has {len(labels)} labels for rank {rank}")
+        return term
+    extra = rank - len(labels)
+    if extra < 0:
+        raise ValueError(f"term {term!r} has more labels than rank {rank}")
+    return term.replace("...", ellipsis[len(ellipsis) - extra:])
+
+
+def parse_einsum(equation: str, shapes: Sequence[tuple[int, ...]]) -> EinsumSpec:
+    """Parse ``equation`` for operands of ``shapes`` (NumPy's rules: implicit output is the
+    ellipsis then the labels used once, sorted; size-1 axes broadcast; ellipsis axes missing
+    from an explicit output are summed, as ``np.einsum(..., optimize=True)`` does).
+
+    Raises ValueError naming the problem.
+    """
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise ValueError(f"{len(terms)} terms for {len(shapes)} operands")
+    bad = (set(lhs) - set(string.ascii_letters + ",.")) | \
+        (set(rhs) - set(string.ascii_letters + "."))
+    if bad:
+        raise ValueError(f"unexpected characters {sorted(bad)}: labels are letters")
+    rank = max([len(s) - len(t.replace("...", "")) for t, s in zip(terms, shapes)
+                if "..." in t] + [0])
+    spare = [c for c in string.ascii_letters if c not in eq][:rank]
+    if len(spare) < rank:
+        raise ValueError("too many labels")
+    ellipsis = "".join(spare)
+    spelled = tuple(_spell_term(t, len(s), ellipsis) for t, s in zip(terms, shapes))
+    sizes: dict[str, int] = {}
+    for term, shape in zip(spelled, shapes):
+        for label, dim in zip(term, shape):
+            old = sizes.setdefault(label, dim)
+            if old != dim and 1 not in (old, dim):
+                raise ValueError(f"label {label!r} has sizes {old} and {dim}")
+            sizes[label] = dim if old == 1 else old
+    if arrow:
+        output = _spell_term(rhs, rank + len(rhs.replace("...", "")), ellipsis) \
+            if "..." in rhs else rhs
+        unknown = set(output) - set(sizes)
+        if len(set(output)) != len(output) or unknown:
+            raise ValueError(f"output {rhs!r} repeats a label or uses one no operand has")
+    else:
+        counts = Counter(lhs.replace("...", "").replace(",", ""))
+        output = ellipsis + "".join(sorted(c for c, n in counts.items() if n == 1))
+    return EinsumSpec(spelled, output, sizes)
+
+
+def _einsum_infer(ctx):
+    shapes = [ctx.shape(i) for i in range(len(ctx))]
+    if not shapes:
+        ctx.fail("Einsum needs at least one operand")
+    try:
+        spec = parse_einsum(ctx.attrs["equation"], shapes)
+    except ValueError as exc:
+        ctx.fail(f"equation {ctx.attrs['equation']!r}: {exc}")
+    dtype = same_dtype(ctx, range(len(ctx)))
+    return [TensorType([spec.sizes[label] for label in spec.output], dtype)]
+
+
+def _einsum_grad(g, dys):
+    """dX_k = Einsum(dY, the other operands) over the labels of X_k that the output or another
+    operand has. Then: a label X_k repeats (a diagonal) is spread back by an identity tensor,
+    labels only X_k has come back by Expand, and broadcast size-1 axes are summed."""
+    spec = parse_einsum(g.attrs["equation"], [g.shape(x) for x in g.inputs])
+    # Operands with their broadcast size-1 axes dropped, so every label has one size.
+    operands = []
+    for x, term in zip(g.inputs, spec.inputs):
+        shape = g.shape(x)
+        keep = [k for k, label in enumerate(term) if shape[k] == spec.sizes[label]]
+        if len(keep) < len(term):
+            x = _reshape(g, x, [shape[k] for k in keep])
+        operands.append((x, "".join(term[k] for k in keep), keep))
+    spare = iter(c for c in string.ascii_letters
+                 if c not in spec.sizes and c not in g.attrs["equation"])
+    grads = []
+    for k, (x, own, keep) in enumerate(operands):
+        if g.dtype(x).kind != "f":
+            grads.append(None)
+            continue
+        others = operands[:k] + operands[k + 1:]
+        reached = set(spec.output).union(*(t for _, t, _ in others))
+        target = "".join(label for label in dict.fromkeys(own) if label in reached)
+        equation = ",".join([spec.output] + [t for _, t, _ in others]) + "->" + target
+        grad = g.emit("Einsum", dys[0], *(h for h, _, _ in others), equation=equation)
+        if len(set(own)) < len(own):
+            grad, present = _spread_diagonals(g, grad, target, own, spec.sizes, spare)
+        else:
+            present = [label in target for label in own]
+        shape = g.shape(g.inputs[k])
+        kept = dict(zip(keep, present))
+        full = [shape[p] if kept.get(p) else 1 for p in range(len(shape))]
+        if len(g.shape(grad)) != len(shape):
+            grad = _reshape(g, grad, full)
+        if tuple(full) != shape:
+            grad = g.emit("Expand", grad, g.const(np.asarray(shape, np.int64)))
+        grads.append(grad)
+    return grads
+
+
+def _spread_diagonals(g, grad, target, own, sizes, spare):
+    """``grad`` (labels ``target``) onto the axes of a term that repeats labels: each repeat
+    becomes a fresh label tied to the first by an identity (delta) tensor. Returns the result
+    and, per axis of ``own``, whether it is present in it (else it is a size-1 axis)."""
+    copies: dict[str, list[str]] = {}
+    renamed = []
+    for label in own:
+        name = next(spare) if label in copies else label
+        copies.setdefault(label, []).append(name)
+        renamed.append(name)
+    deltas, terms = [], [target]
+    for label, names in copies.items():
+        if len(names) > 1:
+            n = sizes[label]
+            delta = np.zeros((n,) * len(names), g.dtype(grad))
+            delta[(np.arange(n),) * len(names)] = 1
+            deltas.append(g.const(delta))
+            terms.append("".join(names))
+    present = [label in target or len(copies[label]) > 1 for label in own]
+    out = "".join(name for name, keep in zip(renamed, present) if keep)
+    return g.emit("Einsum", grad, *deltas, equation=",".join(terms) + "->" + out), present
+
+
+declare("Einsum", inputs=("Inputs*",), outputs=("Output",), infer=_einsum_infer,
+        onnx_since=28, attrs={"equation": Attr("string")}, grad=_einsum_grad)

@@ -1,4 +1,6 @@
 """Op-table cases: linear algebra."""
+import numpy as np
+
 from tests.ops.harness import Case, rand
 
 CASES = [
@@ -11,4 +13,36 @@ CASES = [
     Case("Gemm", [rand(4, 3), rand(5, 4, seed=1), rand(3, 5, seed=2)],
          attrs={"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0}, name="trans"),
     Case("Gemm", [rand(3, 4), rand(5, 4, seed=1)], attrs={"transB": 1}, name="noC"),
+]
+
+
+def einsum(equation, *shapes, name, **kwargs):
+    inputs = [rand(*shape, seed=k) for k, shape in enumerate(shapes)]
+    return Case("Einsum", inputs, attrs={"equation": equation}, name=name, **kwargs)
+
+
+CASES += [
+    einsum("ij,jk->ik", (3, 4), (4, 2), name="matmul"),
+    einsum("bij,bjk->bik", (2, 3, 2), (2, 2, 3), name="batched"),
+    einsum("ij,jk", (2, 3), (3, 2), name="implicit"),
+    einsum("ji", (2, 3), name="implicit_transpose"),
+    einsum("ij->", (3, 4), name="sum_all"),
+    einsum("ij->j", (3, 4), name="sum_axis"),
+    einsum("i,j->ij", (3,), (4,), name="outer"),
+    einsum("i,i", (5,), (5,), name="dot"),
+    einsum("ij,jk,kl->il", (2, 3), (3, 2), (2, 3), name="three"),
+    einsum("ijk,k->", (2, 2, 3), (3,), name="only_own_labels"),
+    einsum("...ij,...jk->...ik", (2, 1, 2, 3), (3, 3, 2), name="ellipsis_broadcast"),
+    einsum("b...,b->...", (2, 3, 2), (2,), name="ellipsis_middle"),
+    einsum("...i,...i", (2, 3), (3,), name="ellipsis_implicit"),
+    einsum("...i->i", (2, 3), name="ellipsis_summed"),
+    einsum("ij,ij->ij", (3, 1), (1, 4), name="label_broadcast"),
+    einsum("ii,j->j", (3, 3), (2,), name="trace_other"),
+    einsum("ii->i", (3, 3), name="diagonal"),
+    einsum("iij,j->ij", (2, 2, 3), (3,), name="diagonal_mixed"),
+    einsum("iii", (2, 2, 2), name="diagonal_rank3"),
+    einsum("Ab, bA -> A", (2, 3), (3, 2), name="spaces_upper"),
+    Case("Einsum", [np.arange(6, dtype=np.int32).reshape(2, 3),
+                    np.arange(3, dtype=np.int32)], attrs={"equation": "ij,j->i"},
+         name="int32", grad=False),
 ]

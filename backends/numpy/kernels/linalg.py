@@ -23,3 +23,10 @@ def gemm(ctx, inputs, outputs, attrs):
     c = inputs[2] if len(inputs) > 2 else None
     if c is not None:
         y += c if attrs["beta"] == 1.0 else c * c.dtype.type(attrs["beta"])
+
+
+@kernel("Einsum")
+def einsum(ctx, inputs, outputs, attrs):
+    # optimize=True picks a contraction order (and sums ellipsis axes an explicit output
+    # omits), as onnx.reference does
+    outputs[0][...] = ctx.xp.einsum(attrs["equation"].replace(" ", ""), *inputs, optimize=True)
