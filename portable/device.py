@@ -63,6 +63,9 @@ def _load_backend(device: Device) -> "Backend":
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        if getattr(exc, "name", None) == module_name:
+            raise BackendError(f"the {device.device_type} backend ({module_name}) is not part "
+                               f"of this portable installation") from exc
         hint = f" Install it with: pip install 'portable[{extra}]'" if extra else ""
         raise MissingDependencyError(
             f"the {device.device_type} backend ({module_name}) cannot be loaded: {exc}.{hint}"

@@ -34,6 +34,7 @@ class Step:
     kernel: Any
     attrs: dict
     view: bool
+    index: int  # position of the node in the graph
 
 
 class CompiledGraph:
@@ -58,34 +59,36 @@ class CompiledGraph:
                 raise BindError(f"graph {graph.name!r}: input {name!r} has shape "
                                 f"{self.info.types[name]!r}; give a concrete shape to run it")
         known = self.info.values
-        self.constants = {name: self.backend.from_numpy(np.ascontiguousarray(value))
+        self.constants = {name: self.backend.from_numpy(np.require(value, requirements='C'))
                           for name, value in known.items()
                           if name not in graph.input_names or name in (constant_inputs or {})}
         self.steps: list[Step] = []
         self.buffers: dict[str, Any] = {}
-        for node in graph.nodes:
+        for index, node in enumerate(graph.nodes):
             if all(not out or out in known for out in node.outputs):
                 continue  # fully evaluated while planning
             op = registry.get(node.op, node=node)
             attrs = op.resolve_attrs(node)
             if op.view:
-                self.steps.append(Step(node, None, attrs, True))
+                self.steps.append(Step(node, None, attrs, True, index))
                 continue
             kernel = self.backend.kernel(node.op)
             for out in node.outputs:
                 if out:
                     type_ = self.info.types[out]
                     self.buffers[out] = self.backend.empty(type_.shape, type_.dtype)
-            self.steps.append(Step(node, kernel, attrs, False))
+            self.steps.append(Step(node, kernel, attrs, False, index))
 
     def type_of(self, name: str) -> TensorType:
         return self.info.types[name]
 
-    def run(self, feeds: Mapping[str, Any]) -> list[Any]:
-        """Run the plan on device arrays ``feeds`` (by input name); returns the outputs.
+    def step_of_node(self, node_index: int) -> int:
+        """The first step that runs node ``node_index`` or a later one (for running segments)."""
+        return next((i for i, step in enumerate(self.steps) if step.index >= node_index),
+                    len(self.steps))
 
-        Returned arrays are the plan's own buffers: the next run overwrites them.
-        """
+    def bind(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+        """An environment holding constants, the fed inputs and the plan's buffers."""
         env: dict[str, Any] = dict(self.constants)
         for name, _ in self.graph.inputs:
             if name in env:
@@ -99,8 +102,12 @@ class CompiledGraph:
                                 f"{self.info.types[name].shape}")
             env[name] = array
         env.update(self.buffers)
+        return env
+
+    def execute(self, env: dict[str, Any], start: int = 0, stop: int | None = None) -> None:
+        """Run steps ``start:stop`` in ``env``."""
         ctx = KernelContext(self.backend.xp, random.generator(), self.backend)
-        for step in self.steps:
+        for step in self.steps[start:stop]:
             node = step.node
             if step.view:
                 out_type = self.info.types[node.outputs[0]]
@@ -120,4 +127,12 @@ class CompiledGraph:
                 raise ShapeError(f"node {node.name!r} (op {node.op}) failed on device "
                                  f"{self.device} with input shapes [{shapes}]: "
                                  f"{type(exc).__name__}: {exc}") from exc
+
+    def run(self, feeds: Mapping[str, Any]) -> list[Any]:
+        """Run the whole plan on device arrays ``feeds`` (by input name); returns the outputs.
+
+        Returned arrays are the plan's own buffers: the next run overwrites them.
+        """
+        env = self.bind(feeds)
+        self.execute(env)
         return [env[name] for name in self.graph.outputs]

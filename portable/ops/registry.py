@@ -147,7 +147,8 @@ class InferContext:
         self.node = node
         self.op = op
         self.types = list(types)
-        self.values = list(values)
+        # Not copied: imperative calls pass a lazy sequence that reads a value only on demand.
+        self.values = values
         self.attrs = op.resolve_attrs(node)
 
     def __len__(self) -> int:

@@ -128,7 +128,9 @@ def differentiate(graph: Graph, wrt: Sequence[str], info: TypeInfo | None = None
     """
     info = info if info is not None else infer_types(graph)
     info = TypeInfo(dict(info.types), dict(info.values))
-    heads = list(graph.outputs if heads is None else heads)
+    # Only floating-point outputs carry gradients (an accuracy or an argmax does not).
+    heads = [h for h in (graph.outputs if heads is None else heads)
+             if info.types[h].dtype.kind == "f"]
     for name in wrt:
         if name not in info.types:
             raise GraphError(f"graph {graph.name!r}: cannot differentiate with respect to "

@@ -91,20 +91,25 @@ def run_ours(case: Case, inputs: Sequence[Any] | None = None,
 
 
 def run_reference(case: Case) -> list[np.ndarray]:
+    """onnx.reference on a typed one-node model (typed so that function ops such as Gelu
+    can be expanded), or the case's own NumPy reference for private ops."""
     if case.reference is not None:
         return [np.asarray(o) for o in case.reference(list(case.inputs), dict(case.attrs))]
-    import onnx
-    from onnx import helper, numpy_helper
+    from onnx import TensorProto, helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
 
     names = [f"in{i}" if v is not None else "" for i, v in enumerate(case.inputs)]
-    node = helper.make_node(case.op, names, [f"out{j}" for j in range(case.outputs)],
-                            **{k: (numpy_helper.from_array(v) if isinstance(v, np.ndarray)
-                                   else v) for k, v in case.attrs.items()})
-    del onnx
-    evaluator = ReferenceEvaluator(node)
+    outputs = [f"out{j}" for j in range(case.outputs)]
+    attrs = {k: (numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v)
+             for k, v in case.attrs.items()}
+    node = helper.make_node(case.op, names, outputs, **attrs)
+    typed = [helper.make_tensor_value_info(
+        n, helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype), np.asarray(v).shape)
+        for n, v in zip(names, case.inputs) if n]
+    untyped = [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs]
+    model = helper.make_model(helper.make_graph([node], "case", typed, untyped))
     feeds = {n: np.asarray(v) for n, v in zip(names, case.inputs) if n}
-    return [np.asarray(o) for o in evaluator.run(None, feeds)]
+    return [np.asarray(o) for o in ReferenceEvaluator(model).run(None, feeds)]
 
 
 def diff_inputs(case: Case) -> list[int]:

@@ -1,0 +1,1 @@
+"""Persistence helpers shared by every saver: atomic writes, JSON encoding of tensors."""

@@ -1,0 +1,190 @@
+"""Imperative op invocation: type rule now, kernel later on the dependency engine.
+
+``invoke`` runs an op's type rule synchronously (so a shape error is raised at the call that
+caused it, naming the op), allocates the outputs, and pushes the kernel to the engine with the
+inputs' vars as reads and the outputs' vars as writes. It returns at once; reading an output
+waits for it. View ops (Reshape, Flatten, ...) return an array sharing its input's storage and
+engine var, as MXNet's reshape does. While ``autograd`` records, each call is put on the tape.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from portable import random
+from portable.backend import KernelContext
+from portable.engine import get_engine
+from portable.errors import BackendError, PortableError, ShapeError
+from portable.ir.graph import Node, TensorType
+from portable.ops import registry
+
+# (op, attrs, input types) -> (output types, resolved attrs), for calls whose rule read no value
+_infer_cache: dict[Any, tuple[list, dict]] = {}
+_rng_var = None
+
+
+class _LazyValues:
+    """Input values for a type rule, read (waiting for the engine) only when a rule asks."""
+
+    def __init__(self, inputs: Sequence[Any]) -> None:
+        self._inputs = inputs
+        self.read = False
+
+    def __len__(self) -> int:
+        return len(self._inputs)
+
+    def __getitem__(self, index: int) -> Any:
+        array = self._inputs[index]
+        if array is None:
+            return None
+        self.read = True
+        host = array._host_value
+        return host if host is not None else array.asnumpy()
+
+
+def _freeze_key(attrs: dict) -> Any:
+    try:
+        key = tuple(sorted(attrs.items()))
+        hash(key)
+        return key
+    except TypeError:  # array-valued attributes: not cached
+        return None
+
+
+def infer_outputs(op_name: str, op: registry.OpDef, inputs: Sequence[Any],
+                  attrs: dict) -> tuple[list[TensorType | None], dict]:
+    """Output types and resolved attributes of an imperative call (cached when possible)."""
+    types = tuple(None if x is None else TensorType(x.shape, x.dtype) for x in inputs)
+    attr_key = _freeze_key(attrs)
+    key = None if attr_key is None else (op_name, attr_key, types)
+    if key is not None:
+        hit = _infer_cache.get(key)
+        if hit is not None:
+            return hit
+    names = tuple(f"in{i}" if x is not None else "" for i, x in enumerate(inputs))
+    outputs = tuple(f"out{i}" for i in range(len(op.outputs)))
+    node = Node(op_name, names, outputs, attrs, name=op_name)
+    op.check_arity(node)
+    values = _LazyValues(inputs)
+    ctx = registry.InferContext(node, op, types, values)
+    try:
+        out_types = list(op.infer(ctx))
+    except PortableError:
+        raise
+    except Exception as exc:
+        raise ShapeError(f"op {op_name}: type inference failed on inputs {list(types)}: "
+                         f"{type(exc).__name__}: {exc}") from exc
+    result = (out_types, ctx.attrs)
+    if key is not None and not values.read and len(_infer_cache) < 65536:
+        _infer_cache[key] = result
+    return result
+
+
+def _common_device(op_name: str, inputs: Sequence[Any]):
+    devices = {x.device for x in inputs if x is not None}
+    if len(devices) > 1:
+        raise BackendError(f"op {op_name}: inputs live on different devices "
+                           f"{sorted(map(str, devices))}; move them with as_in_context()")
+    if not devices:
+        from portable.device import cpu
+
+        return cpu()
+    return devices.pop()
+
+
+def rng_var():
+    """The engine var that serialises every use of the random generator (reproducibility)."""
+    global _rng_var
+    if _rng_var is None or _rng_var._owner is not get_engine():
+        _rng_var = get_engine().new_var("random")
+    return _rng_var
+
+
+def invoke(op_name: str, inputs: Sequence[Any], attrs: dict | None = None,
+           num_outputs: int | None = None, out: Any = None) -> Any:
+    """Apply ``op_name`` to NDArrays ``inputs``; returns an NDArray or a tuple of them.
+
+    Args:
+        op_name: qualified op name.
+        inputs: NDArrays (None for absent optional inputs).
+        attrs: node attributes.
+        num_outputs: how many outputs to return (default: the op's required outputs).
+        out: an existing NDArray to write the (single) output into.
+    """
+    from portable import autograd
+    from portable.ndarray.ndarray import NDArray
+
+    op = registry.get(op_name)
+    attrs = attrs or {}
+    if op.training_mode is not None:  # BatchNormalization, Dropout: follow autograd's mode
+        names = tuple(f"in{i}" if x is not None else "" for i, x in enumerate(inputs))
+        node = op.training_mode(Node(op_name, names, ("out0",), attrs), autograd.is_training())
+        op_name, attrs = node.op, dict(node.attrs)
+        inputs = [inputs[int(n[2:])] if n else None for n in node.inputs]
+        op = registry.get(op_name)
+    out_types, resolved = infer_outputs(op_name, op, inputs, attrs)
+    count = num_outputs if num_outputs is not None else default_output_count(op, out_types)
+    device = _common_device(op_name, inputs)
+    backend = device.backend
+
+    if op.view and out is None:
+        source = inputs[0]
+        shape = out_types[0].shape
+        result = NDArray(backend.xp.reshape(source._data, shape), device, var=source._var)
+        outputs = [result]
+    else:
+        outputs = []
+        for i in range(count):
+            if i == 0 and out is not None:
+                if out.shape != out_types[0].shape or out.dtype != out_types[0].dtype:
+                    raise ShapeError(f"op {op_name}: out= has {out.dtype}{list(out.shape)}, "
+                                     f"the result is {out_types[0]!r}")
+                outputs.append(out)
+                continue
+            t = out_types[i]
+            outputs.append(NDArray(backend.empty(t.shape, t.dtype), device))
+        _push_kernel(op_name, op, backend, device, inputs, outputs, resolved, len(out_types))
+
+    if autograd.is_recording():
+        autograd.record_op(op_name, op, resolved, inputs, outputs)
+    return outputs[0] if count == 1 else tuple(outputs)
+
+
+def default_output_count(op: registry.OpDef, out_types: list) -> int:
+    required = [o for o in op.outputs if not o.endswith(("?", "*"))]
+    if any(o.endswith("*") for o in op.outputs):
+        return len(out_types)
+    if required:
+        return len(required)
+    return len([t for t in out_types if t is not None]) or 1
+
+
+def _push_kernel(op_name, op, backend, device, inputs, outputs, attrs, declared_outputs):
+    kernel = backend.kernel(op_name)
+    in_data = [None if x is None else x._data for x in inputs]
+    out_data = [o._data for o in outputs] + [None] * max(0, declared_outputs - len(outputs))
+    reads = [x._var for x in inputs if x is not None]
+    writes = [o._var for o in outputs]
+    if op.random:
+        reads.append(rng_var())
+        writes.append(rng_var())
+    node = Node(op_name, (), (), {}, name=op_name)
+
+    def run() -> None:
+        ctx = KernelContext(backend.xp, random.generator(), backend, node)
+        kernel(ctx, in_data, out_data, attrs)
+
+    # An input that is also the output (out=x) is listed in both: an in-place update.
+    get_engine().push(run, reads=list(dict.fromkeys(reads)), writes=list(dict.fromkeys(writes)),
+                      device=device, name=op_name)
+
+
+def constant_like(value: Any, like: Any) -> Any:
+    """A host constant as an NDArray on ``like``'s device, with ``like``'s dtype for floats."""
+    from portable.ndarray.ndarray import array
+
+    value = np.asarray(value)
+    if value.dtype.kind == "f" or (value.dtype.kind in "iub" and like.dtype.kind == "f"):
+        value = value.astype(like.dtype)
+    return array(value, device=like.device, dtype=value.dtype)

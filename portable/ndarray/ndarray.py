@@ -1,0 +1,260 @@
+"""NDArray: an asynchronous tensor on a device (MXNet 1.x ``mx.nd.NDArray``).
+
+Every NDArray owns a backend array and an engine var. Operations are pushed to the dependency
+engine and return at once; reads (``asnumpy``, ``wait_to_read``) wait for the writes they depend
+on, and mutations (``x[:] = ...``, ``x += y``) are write dependencies.
+
+Example:
+    >>> import portable as pt
+    >>> x = pt.nd.array([[1, 2], [3, 4]])
+    >>> (x * 2 + 1).asnumpy().tolist()
+    [[3.0, 5.0], [7.0, 9.0]]
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from portable.device import Device, as_device
+from portable.engine import get_engine
+
+
+class NDArray:
+    """A multi-dimensional array on a device."""
+
+    __slots__ = ("_data", "_device", "_var", "_host_value", "_grad", "_grad_req", "_entry",
+                 "__weakref__")
+    __array_priority__ = 100.0  # make NumPy defer to our reflected operators
+
+    def __init__(self, data: Any, device: Device | None = None, var: Any = None) -> None:
+        self._data = data
+        self._device = as_device(device)
+        self._var = var if var is not None else get_engine().new_var("ndarray")
+        self._host_value = None  # set for small constants so type rules need not wait
+        self._grad = None
+        self._grad_req = "null"
+        self._entry = None  # (tape entry, output index) while autograd records
+
+    # -- properties ------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._data.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self._data.dtype)
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    context = ctx = device  # MXNet 1.x names
+
+    @property
+    def ndim(self) -> int:
+        return len(self._data.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def grad(self) -> "NDArray | None":
+        """The gradient buffer attached by ``attach_grad``."""
+        return self._grad
+
+    # -- synchronisation and host access ----------------------------------------------------
+    def wait_to_read(self) -> "NDArray":
+        """Block until every pending write to this array is done (re-raising its failure)."""
+        get_engine().wait_for_var(self._var)
+        return self
+
+    @property
+    def data(self) -> Any:
+        """The backend array, after pending writes."""
+        self.wait_to_read()
+        return self._data
+
+    def asnumpy(self) -> np.ndarray:
+        """A NumPy copy of the data on the host."""
+        return np.array(self._device.backend.to_numpy(self.data), copy=True)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.asnumpy()
+        return out if dtype is None else out.astype(dtype)
+
+    def asscalar(self) -> Any:
+        if self.size != 1:
+            raise ValueError(f"asscalar needs a one-element array, got shape {self.shape}")
+        return self.asnumpy().reshape(()).item()
+
+    item = asscalar
+
+    def __float__(self) -> float:
+        return float(self.asscalar())
+
+    def __int__(self) -> int:
+        return int(self.asscalar())
+
+    def __bool__(self) -> bool:
+        return bool(self.asscalar())
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"\n{self.asnumpy()!r}\n<NDArray {'x'.join(map(str, self.shape))} @{self._device}>"
+
+    # -- DLPack ----------------------------------------------------------------------------
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self) -> Any:
+        return self._data.__dlpack_device__()
+
+    def to_dlpack_for_read(self) -> Any:
+        return self.__dlpack__()
+
+    # -- copies between arrays and devices -------------------------------------------------
+    def copyto(self, other: "NDArray | Device | str") -> "NDArray":
+        """Copy into another NDArray of the same shape, or onto a device (an engine op)."""
+        if not isinstance(other, NDArray):
+            other = empty(self.shape, as_device(other), self.dtype)
+        elif other.shape != self.shape:
+            raise ValueError(f"copyto: shapes differ, {self.shape} -> {other.shape}")
+        source, target = self, other
+        src_backend, dst_backend = source._device.backend, target._device.backend
+
+        def copy() -> None:
+            if source._device == target._device:
+                dst_backend.copy_into(target._data, source._data)
+            else:
+                dst_backend.copy_into(target._data,
+                                      dst_backend.from_numpy(src_backend.to_numpy(source._data)))
+
+        get_engine().push(copy, reads=[source._var], writes=[target._var],
+                          device=target._device, name="copyto")
+        return other
+
+    def as_in_context(self, device: "Device | str") -> "NDArray":
+        device = as_device(device)
+        return self if device == self._device else self.copyto(device)
+
+    as_in_ctx = as_in_context
+
+    def copy(self) -> "NDArray":
+        return self.copyto(self._device)
+
+    def astype(self, dtype: Any, copy: bool = True) -> "NDArray":
+        from portable.dtypes import to_onnx
+        from portable.ndarray.invoke import invoke
+
+        if not copy and np.dtype(dtype) == self.dtype:
+            return self
+        return invoke("Cast", [self], {"to": to_onnx(dtype)})
+
+    # -- autograd --------------------------------------------------------------------------
+    def attach_grad(self, grad_req: str = "write", stype: Any = None) -> None:
+        """Allocate a gradient buffer; ``backward`` writes (or adds, ``grad_req='add'``) it."""
+        if grad_req not in ("write", "add", "null"):
+            raise ValueError(f"grad_req must be write, add or null, got {grad_req!r}")
+        self._grad = zeros(self.shape, self._device, self.dtype)
+        self._grad_req = grad_req
+        self._entry = None
+
+    def detach(self) -> "NDArray":
+        return NDArray(self._data, self._device, var=self._var)
+
+    def backward(self, out_grad: "NDArray | None" = None, retain_graph: bool = False,
+                 train_mode: bool = True) -> None:
+        from portable import autograd
+
+        autograd.backward([self], None if out_grad is None else [out_grad], retain_graph,
+                          train_mode)
+
+    # -- element access --------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> "NDArray":
+        from portable.ndarray.indexing import getitem
+
+        return getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        from portable.ndarray.indexing import setitem
+
+        setitem(self, key, value)
+
+
+def _from_host(host: np.ndarray, device: Device) -> NDArray:
+    out = NDArray(device.backend.from_numpy(host), device)
+    if host.size <= 64 and host.dtype.kind in "iub":
+        out._host_value = host  # small integer constants: shapes, axes, indices
+    return out
+
+
+def array(source: Any, device: "Device | str | None" = None, dtype: Any = None,
+          ctx: Any = None) -> NDArray:
+    """An NDArray holding a copy of ``source``. Python data becomes float32 unless ``dtype``
+    says otherwise; NumPy arrays and NDArrays keep their dtype."""
+    device = as_device(device if device is not None else ctx)
+    if isinstance(source, NDArray):
+        source = source.asnumpy()
+    if dtype is None:
+        dtype = source.dtype if isinstance(source, np.ndarray) else np.float32
+    return _from_host(np.array(source, dtype=dtype, copy=True), device)
+
+
+def empty(shape: Any, device: "Device | str | None" = None, dtype: Any = "float32",
+          ctx: Any = None) -> NDArray:
+    device = as_device(device if device is not None else ctx)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    return NDArray(device.backend.empty(shape, np.dtype(dtype)), device)
+
+
+def full(shape: Any, val: Any, device: "Device | str | None" = None, dtype: Any = "float32",
+         ctx: Any = None) -> NDArray:
+    out = empty(shape, device, dtype, ctx)
+    data = out._data
+
+    def fill() -> None:
+        data[...] = val
+
+    get_engine().push(fill, writes=[out._var], device=out.device, name="full")
+    return out
+
+
+def zeros(shape: Any, device: "Device | str | None" = None, dtype: Any = "float32",
+          ctx: Any = None) -> NDArray:
+    return full(shape, 0, device, dtype, ctx)
+
+
+def ones(shape: Any, device: "Device | str | None" = None, dtype: Any = "float32",
+         ctx: Any = None) -> NDArray:
+    return full(shape, 1, device, dtype, ctx)
+
+
+def arange(start: float, stop: float | None = None, step: float = 1.0,
+           device: "Device | str | None" = None, dtype: Any = "float32",
+           ctx: Any = None) -> NDArray:
+    if stop is None:
+        start, stop = 0, start
+    return array(np.arange(start, stop, step, dtype=dtype), device=device, ctx=ctx)
+
+
+def zeros_like(other: NDArray) -> NDArray:
+    return zeros(other.shape, other.device, other.dtype)
+
+
+def ones_like(other: NDArray) -> NDArray:
+    return ones(other.shape, other.device, other.dtype)
+
+
+def from_dlpack(source: Any, device: "Device | str | None" = None) -> NDArray:
+    """Wrap a DLPack-capable array (NumPy, PyTorch, ...) without copying on the CPU."""
+    host = np.from_dlpack(source)
+    return NDArray(as_device(device).backend.from_numpy(host), as_device(device))
+
+
+def waitall() -> None:
+    """Wait for every pushed operation (raising the first failure)."""
+    get_engine().wait_all()

@@ -1,0 +1,12 @@
+"""The declarative front end (``portable.sym``): variables, one function per op, MXNet layers."""
+from portable.symbol.layers import (Activation, BatchNorm, Convolution, Dropout, Flatten,
+                                    FullyConnected, Pooling, SoftmaxCrossEntropy)
+from portable.symbol.ops import apply_op, constant, generated_functions
+from portable.symbol.serialize import fromjson, load
+from portable.symbol.symbol import Group, Symbol, Variable, var
+
+globals().update(generated_functions())
+
+__all__ = ["Activation", "BatchNorm", "Convolution", "Dropout", "Flatten", "FullyConnected",
+           "Group", "Pooling", "SoftmaxCrossEntropy", "Symbol", "Variable", "apply_op",
+           "constant", "fromjson", "load", "var"] + sorted(generated_functions())
