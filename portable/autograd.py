@@ -114,7 +114,8 @@ def record_op(op_name: str, op: registry.OpDef, attrs: dict, inputs: Sequence[An
         return
     entry = TapeEntry(op_name, op, dict(attrs), list(inputs), list(outputs))
     for index, out in enumerate(outputs):
-        out._entry = (entry, index)
+        if out is not None:
+            out._entry = (entry, index)
 
 
 class _ImperativeGradContext(GradContext):
@@ -191,7 +192,7 @@ def _run_backward(heads: Sequence[Any], head_grads: Sequence[Any] | None,
         _accumulate(grads, head, ones_like(head) if grad is None else grad)
     with _scope(create_graph, training):
         for entry in reversed(_topological_entries(heads)):
-            if not any(id(o) in grads for o in entry.outputs):
+            if not any(o is not None and id(o) in grads for o in entry.outputs):
                 continue
             needs = [i for i, x in enumerate(entry.inputs)
                      if _needs_grad(x) and i not in entry.op.nondiff_inputs
@@ -202,7 +203,8 @@ def _run_backward(heads: Sequence[Any], head_grads: Sequence[Any] | None,
                 raise NotDifferentiableError(f"op {entry.op_name} has no gradient rule, but a "
                                              f"recorded gradient must flow through it")
             ctx = _ImperativeGradContext(entry)
-            dys = [grads.pop(id(o))[1] if id(o) in grads else ctx.zeros_like(o)
+            dys = [None if o is None else
+                   grads.pop(id(o))[1] if id(o) in grads else ctx.zeros_like(o)
                    for o in entry.outputs]
             for index, dx in enumerate(entry.op.grad(ctx, dys)):
                 if dx is not None and index in needs:

@@ -117,12 +117,18 @@ def invoke(op_name: str, inputs: Sequence[Any], attrs: dict | None = None,
 
     op = registry.get(op_name)
     attrs = attrs or {}
+    extra: set[int] = set()  # outputs the caller did not ask for but the op must produce
+    training = False
     if op.training_mode is not None:  # BatchNormalization, Dropout: follow autograd's mode
+        training = autograd.is_training()
         names = tuple(f"in{i}" if x is not None else "" for i, x in enumerate(inputs))
-        node = op.training_mode(Node(op_name, names, ("out0",), attrs), autograd.is_training())
+        node = op.training_mode(Node(op_name, names, ("out0",), attrs), training)
         op_name, attrs = node.op, dict(node.attrs)
         inputs = [inputs[int(n[2:])] if n else None for n in node.inputs]
         op = registry.get(op_name)
+        extra = {i for i, name in enumerate(node.outputs) if name}  # e.g. Dropout's mask
+    if training:
+        extra |= {o for o, _ in op.mutates}
     out_types, resolved = infer_outputs(op_name, op, inputs, attrs)
     count = num_outputs if num_outputs is not None else default_output_count(op, out_types)
     device = _common_device(op_name, inputs)
@@ -134,21 +140,29 @@ def invoke(op_name: str, inputs: Sequence[Any], attrs: dict | None = None,
         result = NDArray(backend.xp.reshape(source._data, shape), device, var=source._var)
         outputs = [result]
     else:
+        produced = max([count] + [i + 1 for i in extra])
         outputs = []
-        for i in range(count):
+        for i in range(produced):
+            t = out_types[i] if i < len(out_types) else None
             if i == 0 and out is not None:
-                if out.shape != out_types[0].shape or out.dtype != out_types[0].dtype:
+                if out.shape != t.shape or out.dtype != t.dtype:
                     raise ShapeError(f"op {op_name}: out= has {out.dtype}{list(out.shape)}, "
-                                     f"the result is {out_types[0]!r}")
+                                     f"the result is {t!r}")
                 outputs.append(out)
-                continue
-            t = out_types[i]
-            outputs.append(NDArray(backend.empty(t.shape, t.dtype), device))
+            elif t is None or (i >= count and i not in extra):
+                outputs.append(None)
+            else:
+                outputs.append(NDArray(backend.empty(t.shape, t.dtype), device))
         _push_kernel(op_name, op, backend, device, inputs, outputs, resolved, len(out_types))
+        if training:
+            for out_index, in_index in op.mutates:  # running statistics: write the new state
+                state, new = inputs[in_index], outputs[out_index]
+                if state is not None and new is not None:
+                    new.copyto(state)
 
     if autograd.is_recording():
         autograd.record_op(op_name, op, resolved, inputs, outputs)
-    return outputs[0] if count == 1 else tuple(outputs)
+    return outputs[0] if count == 1 else tuple(outputs[:count])
 
 
 def default_output_count(op: registry.OpDef, out_types: list) -> int:
@@ -163,9 +177,10 @@ def default_output_count(op: registry.OpDef, out_types: list) -> int:
 def _push_kernel(op_name, op, backend, device, inputs, outputs, attrs, declared_outputs):
     kernel = backend.kernel(op_name)
     in_data = [None if x is None else x._data for x in inputs]
-    out_data = [o._data for o in outputs] + [None] * max(0, declared_outputs - len(outputs))
+    out_data = [None if o is None else o._data for o in outputs]
+    out_data += [None] * max(0, declared_outputs - len(outputs))
     reads = [x._var for x in inputs if x is not None]
-    writes = [o._var for o in outputs]
+    writes = [o._var for o in outputs if o is not None]
     if op.random:
         reads.append(rng_var())
         writes.append(rng_var())
