@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from portable.device import Device, as_device
+from portable.engine import get_engine
 from portable.errors import BindError
 from portable.executor.compiled import CompiledGraph
 from portable.ir.graph import Graph, TensorType
@@ -81,8 +82,8 @@ class Executor:
         dtypes = {n: a.dtype for n, a in {**self.arg_dict, **self.aux_dict}.items()}
         self._graph: Graph = symbol.to_graph(shapes, dtypes)
         self._check_bound_shapes()
-        self._plans: dict[bool, Any] = {}
-        self._env: dict[str, Any] | None = None
+        self._plans: dict[bool, dict] = {}
+        self._last_plan: dict | None = None
         self.outputs: list[NDArray] = []
 
     @classmethod
@@ -119,57 +120,73 @@ class Executor:
                 raise BindError(f"gradient array for {name!r} has shape {array.shape}, the "
                                 f"argument has {self.arg_dict[name].shape}")
 
-    def _plan(self, training: bool):
+    def _plan(self, training: bool) -> dict:
         plan = self._plans.get(training)
         if plan is not None:
             return plan
         graph, updates = set_training_mode(self._graph, training)
-        forward_outputs = graph.outputs + tuple(updates.values())
-        graph = graph.replace(outputs=forward_outputs)
+        graph = graph.replace(outputs=graph.outputs + tuple(updates.values()))
         wrt = [n for n, req in self.grad_req.items() if req != "null"] if training else []
         forward_nodes = len(graph.nodes)
         grads: dict[str, str] = {}
         if wrt:
-            heads = list(self._graph.outputs)
-            graph, grads = differentiate(graph, wrt, heads=heads)
+            graph, grads = differentiate(graph, wrt, heads=list(self._graph.outputs))
         compiled = CompiledGraph(graph, self.device)
-        plan = {"compiled": compiled, "updates": updates, "grads": grads,
-                "split": compiled.step_of_node(forward_nodes),
-                "num_outputs": len(self._graph.outputs)}
+        backend = self.device.backend
+        heads = {}
+        for out in self._graph.outputs:
+            name = f"{out}{HEAD_GRAD_SUFFIX}"
+            if name in compiled.graph.input_names:
+                type_: TensorType = compiled.type_of(name)
+                heads[out] = backend.empty(type_.shape, type_.dtype)
+        outputs = []
+        for out in self._graph.outputs:
+            type_ = compiled.type_of(out)
+            outputs.append(NDArray(backend.empty(type_.shape, type_.dtype), self.device))
+        plan = {"compiled": compiled, "updates": updates, "grads": grads, "heads": heads,
+                "split": compiled.step_of_node(forward_nodes), "outputs": outputs,
+                "state": get_engine().new_var("executor-activations"), "env": None}
         self._plans[training] = plan
         return plan
 
     # -- running ---------------------------------------------------------------------------
     def forward(self, is_train: bool = False, **kwargs: Any) -> list[NDArray]:
-        """Run forward (copying ``kwargs`` into the bound arguments first)."""
+        """Push the forward pass to the engine (copying ``kwargs`` into the bound arguments
+        first); returns the output NDArrays, which are ready when read."""
         for name, value in kwargs.items():
             if name not in self.arg_dict:
                 raise BindError(f"forward: unknown argument {name!r}")
             self.arg_dict[name][:] = value
         plan = self._plan(bool(is_train))
         compiled: CompiledGraph = plan["compiled"]
-        feeds = {n: a.data for n, a in {**self.arg_dict, **self.aux_dict}.items()}
-        for out in self._graph.outputs:
-            head = f"{out}{HEAD_GRAD_SUFFIX}"
-            if head in compiled.graph.input_names:
-                type_: TensorType = compiled.type_of(head)
-                feeds[head] = self.device.backend.empty(type_.shape, type_.dtype)
-        env = compiled.bind(feeds)
-        compiled.execute(env, 0, plan["split"])
-        self._env = env if is_train else None
-        self._last_plan = plan
-        for state, value in plan["updates"].items():
-            self.aux_dict[state]._data[...] = env[value]
-        self.outputs = [NDArray(env[name], self.device) for name in self._graph.outputs]
+        arrays = {**self.arg_dict, **self.aux_dict}
+        aux = self.aux_dict
+        outputs = plan["outputs"]
+        names = self._graph.outputs
+
+        def run() -> None:
+            feeds = {n: a._data for n, a in arrays.items()}
+            feeds.update({f"{out}{HEAD_GRAD_SUFFIX}": h for out, h in plan["heads"].items()})
+            env = compiled.bind(feeds)
+            compiled.execute(env, 0, plan["split"])
+            plan["env"] = env
+            for state, value in plan["updates"].items():
+                aux[state]._data[...] = env[value]
+            for array, name in zip(outputs, names):
+                array._data = env[name]  # readers wait on the var, so they see the new buffer
+
+        reads = [a._var for a in arrays.values()]
+        writes = [o._var for o in outputs] + [a._var for a in aux.values()] + [plan["state"]]
+        get_engine().push(run, reads=reads, writes=writes, device=self.device, name="forward")
+        self._last_plan = plan if is_train else None
+        self.outputs = list(outputs)
         return self.outputs
 
     def backward(self, out_grads: Any = None) -> None:
-        """Run the gradient segment; ``out_grads`` default to ones for every output."""
-        if self._env is None:
-            raise BindError("backward() needs a preceding forward(is_train=True)")
+        """Push the gradient segment; ``out_grads`` default to ones for every output."""
         plan = self._last_plan
-        compiled: CompiledGraph = plan["compiled"]
-        env = self._env
+        if plan is None:
+            raise BindError("backward() needs a preceding forward(is_train=True)")
         outs = list(self._graph.outputs)
         if out_grads is None:
             out_grads = [None] * len(outs)
@@ -177,25 +194,42 @@ class Executor:
             out_grads = [out_grads]
         if len(out_grads) != len(outs):
             raise BindError(f"backward got {len(out_grads)} out_grads for {len(outs)} outputs")
+        backend = self.device.backend
+        reads = [plan["state"]]
+        fills = []
         for name, grad in zip(outs, out_grads):
-            if f"{name}{HEAD_GRAD_SUFFIX}" not in env:
+            head = plan["heads"].get(name)
+            if head is None:
                 continue  # an integer or boolean output carries no gradient
-            head = env[f"{name}{HEAD_GRAD_SUFFIX}"]
             if grad is None:
-                head[...] = 1
+                fills.append((head, 1))
+                continue
+            if isinstance(grad, NDArray):
+                reads.append(grad._var)
             else:
-                grad = grad.asnumpy() if isinstance(grad, NDArray) else np.asarray(grad)
-                if grad.shape != tuple(head.shape):
-                    raise BindError(f"out_grad for {name!r} has shape {grad.shape}, the output "
-                                    f"has {tuple(head.shape)}")
-                head[...] = self.device.backend.from_numpy(grad)
-        compiled.execute(env, plan["split"])
-        for name, value in plan["grads"].items():
-            target = self.grad_dict[name]._data
-            if self.grad_req[name] == "add":
-                target += env[value]
-            else:
-                target[...] = env[value]
+                grad = backend.from_numpy(np.asarray(grad, dtype=head.dtype))
+            if tuple(grad.shape) != tuple(head.shape):
+                raise BindError(f"out_grad for {name!r} has shape {tuple(grad.shape)}, the "
+                                f"output has {tuple(head.shape)}")
+            fills.append((head, grad))
+        compiled: CompiledGraph = plan["compiled"]
+        targets = {n: self.grad_dict[n] for n in plan["grads"]}
+        reqs = self.grad_req
+
+        def run() -> None:
+            env = plan["env"]
+            for head, value in fills:
+                head[...] = value._data if isinstance(value, NDArray) else value
+            compiled.execute(env, plan["split"])
+            for name, value in plan["grads"].items():
+                if reqs[name] == "add":
+                    targets[name]._data += env[value]
+                else:
+                    targets[name]._data[...] = env[value]
+
+        writes = [t._var for t in targets.values()]
+        get_engine().push(run, reads=reads + writes, writes=writes + [plan["state"]],
+                          device=self.device, name="backward")
 
     def copy_params_from(self, arg_params: Mapping[str, Any],
                          aux_params: Mapping[str, Any] | None = None,
