@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from portable import random
+from portable import autograd, random
 from portable.backend import KernelContext
 from portable.engine import get_engine
 from portable.errors import BackendError, PortableError, ShapeError
@@ -22,6 +22,7 @@ from portable.ops import registry
 # (op, attrs, input types) -> (output types, resolved attrs), for calls whose rule read no value
 _infer_cache: dict[Any, tuple[list, dict]] = {}
 _rng_var = None
+_kernel_nodes: dict[str, Node] = {}  # the Node a kernel sees in its context, per op
 
 
 class _LazyValues:
@@ -53,15 +54,18 @@ def _freeze_key(attrs: dict) -> Any:
 
 
 def infer_outputs(op_name: str, op: registry.OpDef, inputs: Sequence[Any],
-                  attrs: dict) -> tuple[list[TensorType | None], dict]:
-    """Output types and resolved attributes of an imperative call (cached when possible)."""
-    types = tuple(None if x is None else TensorType(x.shape, x.dtype) for x in inputs)
-    attr_key = _freeze_key(attrs)
-    key = None if attr_key is None else (op_name, attr_key, types)
+                  attrs: dict) -> tuple[list[TensorType | None], dict, int]:
+    """Output types, resolved attributes and the default number of returned outputs of an
+    imperative call (cached when the type rule read no input value)."""
+    attr_key = _freeze_key(attrs) if attrs else ()
+    key = None if attr_key is None else (
+        op_name, attr_key, tuple(None if x is None else (x._data.shape, x._data.dtype)
+                                 for x in inputs))
     if key is not None:
         hit = _infer_cache.get(key)
         if hit is not None:
             return hit
+    types = tuple(None if x is None else TensorType(x.shape, x.dtype) for x in inputs)
     names = tuple(f"in{i}" if x is not None else "" for i, x in enumerate(inputs))
     outputs = tuple(f"out{i}" for i in range(len(op.outputs)))
     node = Node(op_name, names, outputs, attrs, name=op_name)
@@ -75,13 +79,17 @@ def infer_outputs(op_name: str, op: registry.OpDef, inputs: Sequence[Any],
     except Exception as exc:
         raise ShapeError(f"op {op_name}: type inference failed on inputs {list(types)}: "
                          f"{type(exc).__name__}: {exc}") from exc
-    result = (out_types, ctx.attrs)
+    result = (out_types, ctx.attrs, default_output_count(op, out_types))
     if key is not None and not values.read and len(_infer_cache) < 65536:
         _infer_cache[key] = result
     return result
 
 
 def _common_device(op_name: str, inputs: Sequence[Any]):
+    first = next((x._device for x in inputs if x is not None), None)
+    if first is not None and all(x is None or x._device is first or x._device == first
+                                 for x in inputs):
+        return first
     devices = {x.device for x in inputs if x is not None}
     if len(devices) > 1:
         raise BackendError(f"op {op_name}: inputs live on different devices "
@@ -112,10 +120,9 @@ def invoke(op_name: str, inputs: Sequence[Any], attrs: dict | None = None,
         num_outputs: how many outputs to return (default: the op's required outputs).
         out: an existing NDArray to write the (single) output into.
     """
-    from portable import autograd
     from portable.ndarray.ndarray import NDArray
 
-    op = registry.get(op_name)
+    op = registry.ops.get(op_name) or registry.get(op_name)
     attrs = attrs or {}
     extra: set[int] = set()  # outputs the caller did not ask for but the op must produce
     training = False
@@ -129,8 +136,8 @@ def invoke(op_name: str, inputs: Sequence[Any], attrs: dict | None = None,
         extra = {i for i, name in enumerate(node.outputs) if name}  # e.g. Dropout's mask
     if training:
         extra |= {o for o, _ in op.mutates}
-    out_types, resolved = infer_outputs(op_name, op, inputs, attrs)
-    count = num_outputs if num_outputs is not None else default_output_count(op, out_types)
+    out_types, resolved, default_count = infer_outputs(op_name, op, inputs, attrs)
+    count = num_outputs if num_outputs is not None else default_count
     device = _common_device(op_name, inputs)
     backend = device.backend
 
@@ -184,15 +191,17 @@ def _push_kernel(op_name, op, backend, device, inputs, outputs, attrs, declared_
     if op.random:
         reads.append(rng_var())
         writes.append(rng_var())
-    node = Node(op_name, (), (), {}, name=op_name)
+    node = _kernel_nodes.get(op_name)
+    if node is None:
+        node = _kernel_nodes[op_name] = Node(op_name, (), (), {}, name=op_name)
 
     def run() -> None:
         ctx = KernelContext(backend.xp, random.generator(), backend, node)
         kernel(ctx, in_data, out_data, attrs)
 
-    # An input that is also the output (out=x) is listed in both: an in-place update.
-    get_engine().push(run, reads=list(dict.fromkeys(reads)), writes=list(dict.fromkeys(writes)),
-                      device=device, name=op_name)
+    # An input that is also the output (out=x) is listed in both: an in-place update; the
+    # engine removes duplicates.
+    get_engine().push(run, reads=reads, writes=writes, device=device, name=op_name)
 
 
 def constant_like(value: Any, like: Any) -> Any:
