@@ -14,6 +14,7 @@ import numpy as np
 from portable.ndarray.invoke import constant_like, invoke
 from portable.ndarray.ndarray import NDArray, array
 from portable.ops import registry
+from portable.ops.naming import generate
 
 
 def _as_input(value: Any, like: NDArray | None) -> Any:
@@ -45,25 +46,12 @@ def _make(op_name: str) -> Callable[..., Any]:
         while arrays and arrays[-1] is None:
             arrays.pop()
         return invoke(op_name, arrays, kwargs, num_outputs=num_outputs, out=out)
-
-    from portable.symbol.ops import snake_case
-
-    fn.__name__ = snake_case(op.short_name)
-    fn.__doc__ = (f"Imperative {op_name}({', '.join(op.inputs)}) -> "
-                  f"({', '.join(op.outputs)}); ONNX semantics.")
     return fn
 
 
 def generated_functions() -> dict[str, Callable[..., Any]]:
-    from portable.symbol.ops import ALIASES, snake_case
-
-    functions = {}
-    for name, op in registry.ops.items():
-        if op.domain:
-            continue
-        snake = snake_case(op.short_name)
-        functions[ALIASES.get(snake, snake)] = _make(name)
-    return functions
+    """snake_case name -> imperative function, for every ONNX-domain op in the table."""
+    return generate(_make, "Imperative")
 
 
 # -- operators ----------------------------------------------------------------------------------

@@ -7,23 +7,14 @@ MXNet does for weights; give their shapes at bind time or use the layer function
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
 
 import numpy as np
 
 from portable.errors import OpError
 from portable.ops import registry
+from portable.ops.naming import generate
 from portable.symbol.symbol import SymNode, Symbol, auto_name
-
-# Familiar spellings for ops whose mechanical snake_case reads badly.
-ALIASES = {"mat_mul": "matmul", "arg_max": "argmax", "arg_min": "argmin", "p_relu": "prelu"}
-
-
-def snake_case(name: str) -> str:
-    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
-    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
-
 
 def constant(value: Any, dtype: Any = None) -> Symbol:
     """A constant symbol (a Constant node); Python floats become float32."""
@@ -76,26 +67,12 @@ def apply_op(op_name: str, inputs: list, name: str | None = None,
 
 
 def _make(op_name: str) -> Callable[..., Symbol]:
-    op = registry.get(op_name)
-
     def fn(*inputs: Any, name: str | None = None, num_outputs: int | None = None,
            **attrs: Any) -> Symbol:
         return apply_op(op_name, list(inputs), name=name, num_outputs=num_outputs, **attrs)
-
-    fn.__name__ = snake_case(op.short_name)
-    attrs = ", ".join(f"{k}={v.default!r}" if v.default is not registry.REQUIRED else k
-                      for k, v in op.attrs.items())
-    fn.__doc__ = (f"Symbolic {op_name}({', '.join(op.inputs)}) -> ({', '.join(op.outputs)})."
-                  f"\n\nAttributes: {attrs or 'none'}. ONNX semantics.")
     return fn
 
 
 def generated_functions() -> dict[str, Callable[..., Symbol]]:
     """snake_case name -> symbol function, for every ONNX-domain op in the table."""
-    functions = {}
-    for name, op in registry.ops.items():
-        if op.domain:
-            continue
-        snake = snake_case(op.short_name)
-        functions[ALIASES.get(snake, snake)] = _make(name)
-    return functions
+    return generate(_make, "Symbolic")

@@ -8,7 +8,7 @@ from portable import nd
 from portable.engine import use_engine
 from portable.errors import EngineError, ShapeError
 from portable.ops import registry
-from portable.symbol.ops import ALIASES, snake_case
+from portable.ops.naming import function_name
 
 
 @pytest.fixture(params=["naive", "threaded"], autouse=True)
@@ -84,8 +84,8 @@ def test_array_indexing_and_slice_assignment():
 
 
 def test_every_onnx_op_has_an_nd_function():
-    missing = [name for name, op in registry.ops.items() if not op.domain
-               and not hasattr(nd, ALIASES.get(snake_case(name), snake_case(name)))]
+    missing = [name for name, op in registry.ops.items()
+               if not op.domain and not hasattr(nd, function_name(op))]
     assert not missing
 
 
