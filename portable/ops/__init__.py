@@ -1,7 +1,7 @@
 """Op declarations, one module per family; importing this package fills ``ops``."""
 from __future__ import annotations
 
-from portable.ops import elementwise, linalg, loss, movement, nn, reduce, rnn  # noqa: F401
+from portable.ops import conv, elementwise, linalg, loss, movement, nn, reduce, rnn  # noqa: F401
 from portable.ops.registry import Attr, InferContext, OpDef, declare, get, ops
 
 __all__ = ["Attr", "InferContext", "OpDef", "declare", "get", "ops"]

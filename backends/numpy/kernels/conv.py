@@ -1,0 +1,206 @@
+"""NumPy kernels: convolution and pooling, written against ``ctx.xp`` (NumPy or CuPy).
+
+Conv is one ``matmul`` call per node on an im2col copy made through one strided view, batched
+over images and groups (a depthwise Conv is the case of one input channel per group: a batch
+of small GEMMs, no per-channel loop); a 1x1 stride-1 unpadded Conv multiplies the input
+directly. Pools and col2im walk the kernel offsets, one strided elementwise op each, and never
+pad. Outputs are the planner's contiguous buffers, so reshaping them gives views the GEMM
+writes into.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from portable.ops.conv import (Geometry, pool_geometry, transpose_geometry, window_attrs,
+                               window_geometry)
+
+from backends.numpy.kernels.im2col import (clipped_offsets, input_index, lowest,
+                                           padded_windows, reduce_windows, scratch,
+                                           window_argmax, window_view)
+from backends.numpy.kernels.table import kernel_table
+
+kernels, kernel = kernel_table()
+
+
+def _spatial(shape) -> tuple[int, ...]:
+    return (1,) * (len(shape) - 2)
+
+
+def _into(xp, y, compute) -> None:
+    """Run ``compute(target)``, which writes through reshaped views of ``target``: ``y`` itself
+    when it is contiguous (the planner's buffers are), else a scratch copied back."""
+    target = y if y.flags.c_contiguous else xp.empty(y.shape, dtype=y.dtype)
+    compute(target)
+    if target is not y:
+        y[...] = target
+
+
+def _add_bias(y, b) -> None:
+    if b is not None:
+        y += b.reshape((1, -1) + _spatial(y.shape))
+
+
+# -- Conv ----------------------------------------------------------------------------------------
+
+
+def _is_pointwise(geom: Geometry, in_shape) -> bool:
+    return (all(k == 1 for k in geom.kernel) and all(s == 1 for s in geom.strides)
+            and not any(geom.head) and tuple(geom.out) == tuple(in_shape))
+
+
+def _columns(ctx, x, geom: Geometry, group: int):
+    """The GEMM's right operand (N, group, C/group * prod(kernel), prod(out))."""
+    n, c = x.shape[:2]
+    rows = c // group * math.prod(geom.kernel)
+    if _is_pointwise(geom, x.shape[2:]):
+        return x.reshape(n, group, rows, -1)
+    cols = scratch(ctx, "columns", x.shape[:2] + geom.kernel + tuple(geom.out), x.dtype)
+    cols[...] = window_view(ctx.xp, padded_windows(ctx, x, geom), geom)
+    return cols.reshape(n, group, rows, -1)
+
+
+def conv_forward(ctx, x, w, geom: Geometry, group: int, y) -> None:
+    """Y = Conv(X, W) without bias, written into ``y``."""
+    n, m = x.shape[0], w.shape[0]
+    cols = _columns(ctx, x, geom, group)
+    weights = w.reshape(group, m // group, cols.shape[2])
+    ctx.xp.matmul(weights, cols, out=y.reshape(n, group, m // group, cols.shape[3]))
+
+
+@kernel("Conv")
+def conv(ctx, inputs, outputs, attrs):
+    x, w = inputs[:2]
+    geom = window_geometry(x.shape[2:], w.shape[2:], attrs)
+    _into(ctx.xp, outputs[0], lambda y: conv_forward(ctx, x, w, geom, attrs["group"], y))
+    _add_bias(outputs[0], inputs[2] if len(inputs) > 2 else None)
+
+
+# -- ConvTranspose -------------------------------------------------------------------------------
+
+
+@kernel("ConvTranspose")
+def conv_transpose(ctx, inputs, outputs, attrs):
+    """GEMM to columns (every input element times the whole kernel), then col2im: add each
+    kernel offset's columns into the output elements it reaches (one strided add per offset;
+    what falls into the pads is never computed)."""
+    xp = ctx.xp
+    x, w = inputs[:2]
+    y, group = outputs[0], attrs["group"]
+    n, c = x.shape[:2]
+    in_shape, geom = x.shape[2:], transpose_geometry(x.shape[2:], w.shape[2:], attrs)
+    per_group = w.shape[1] * math.prod(geom.kernel)
+    weights = w.reshape(group, c // group, per_group).transpose(0, 2, 1)
+    cols = scratch(ctx, "columns", (n, group, per_group, math.prod(in_shape)), x.dtype)
+    xp.matmul(weights, x.reshape(n, group, c // group, -1), out=cols)
+    cols = cols.reshape((n, y.shape[1]) + geom.kernel + tuple(in_shape))
+    bias = inputs[2] if len(inputs) > 2 else None
+    y[...] = 0 if bias is None else bias.reshape((1, -1) + _spatial(y.shape))
+    for k, windows, index in clipped_offsets(geom, in_shape, y.shape[2:]):
+        y[index] += cols[(slice(None), slice(None)) + k][windows]
+
+
+# -- ConvGradWeight ------------------------------------------------------------------------------
+
+
+@kernel("portable.ConvGradWeight")
+def conv_grad_weight(ctx, inputs, outputs, attrs):
+    """dW = dY (M, N * out) @ columns(X)^T (N * out, C/group * kernel), per group: one GEMM
+    that sums over images and windows together."""
+    xp = ctx.xp
+    x, dy = inputs
+    group = attrs["group"]
+    kernel_shape = tuple(attrs["kernel_shape"])
+    strides, dilations, head, tail, _ = window_attrs(attrs, kernel_shape)
+    geom = Geometry(kernel_shape, strides, dilations, head, tail, dy.shape[2:])
+    n, c = x.shape[:2]
+    m, rank = dy.shape[1], len(kernel_shape)
+    view = window_view(xp, padded_windows(ctx, x, geom), geom)
+    # (C, *kernel, N, *out): the GEMM's contraction axis (N, out) becomes contiguous.
+    order = (1,) + tuple(range(2, 2 + rank)) + (0,) + tuple(range(2 + rank, 2 + 2 * rank))
+    cols = scratch(ctx, "columns", tuple(view.shape[i] for i in order), x.dtype)
+    cols[...] = view.transpose(order)
+    cols = xp.swapaxes(cols.reshape(group, c // group * math.prod(kernel_shape), -1), 1, 2)
+    grads = xp.ascontiguousarray(xp.swapaxes(dy.reshape(n, m, -1), 0, 1))
+    shape = (group, m // group, -1)
+    _into(xp, outputs[0], lambda dw: xp.matmul(grads.reshape(shape), cols, out=dw.reshape(shape)))
+
+
+# -- pooling -------------------------------------------------------------------------------------
+
+
+@kernel("MaxPool")
+def max_pool(ctx, inputs, outputs, attrs):
+    xp = ctx.xp
+    x, y = inputs[0], outputs[0]
+    geom = pool_geometry(x.shape[2:], attrs)
+    if len(outputs) > 1 and outputs[1] is not None:
+        arg = window_argmax(xp, padded_windows(ctx, x, geom, lowest(x.dtype)), geom, y)
+        outputs[1][...] = input_index(xp, arg, geom, x.shape, bool(attrs["storage_order"]))
+        return
+    reduce_windows(xp, x, geom, y, xp.maximum, lowest(x.dtype))
+
+
+@kernel("portable.MaxPoolGrad")
+def max_pool_grad(ctx, inputs, outputs, attrs):
+    """Each window's gradient goes to its first maximum; overlapping windows add up, which a
+    weighted bincount over the flat input indices does in one pass."""
+    xp = ctx.xp
+    dy, x = inputs
+    dx = outputs[0]
+    geom = pool_geometry(x.shape[2:], attrs)
+    padded = padded_windows(ctx, x, geom, lowest(x.dtype))
+    arg = window_argmax(xp, padded, geom, xp.empty(dy.shape, dtype=x.dtype))
+    index = input_index(xp, arg, geom, x.shape).reshape(-1)
+    weights = xp.where(index >= 0, dy.reshape(-1), 0)
+    total = xp.bincount(xp.maximum(index, 0), weights=weights, minlength=dx.size)
+    dx[...] = total.reshape(dx.shape)
+
+
+def _pool_divisor(xp, geom: Geometry, in_shape, include_pad: bool, dtype):
+    """How many elements each AveragePool window averages, shaped (*out) to broadcast. Windows
+    are boxes, so the count is the product of per-axis counts. Explicit and auto pads count
+    when ``include_pad``; the extra reach of ceil_mode never does."""
+    total = np.ones((), np.int64)
+    for i, n in enumerate(in_shape):
+        starts = np.arange(geom.out[i]) * geom.strides[i] - geom.head[i]
+        pos = starts[:, None] + np.arange(geom.kernel[i]) * geom.dilations[i]
+        low, high = (-geom.head[i], n + geom.tail[i]) if include_pad else (0, n)
+        count = ((pos >= low) & (pos < high)).sum(axis=1)
+        total = np.multiply.outer(total, count)
+    return xp.asarray(total, dtype=dtype)
+
+
+@kernel("AveragePool")
+def average_pool(ctx, inputs, outputs, attrs):
+    xp = ctx.xp
+    x, y = inputs[0], outputs[0]
+    geom = pool_geometry(x.shape[2:], attrs)
+    reduce_windows(xp, x, geom, y, xp.add, 0)
+    y /= _pool_divisor(xp, geom, x.shape[2:], bool(attrs["count_include_pad"]), y.dtype)
+
+
+@kernel("portable.AveragePoolGrad")
+def average_pool_grad(ctx, inputs, outputs, attrs):
+    xp = ctx.xp
+    dy, x = inputs
+    dx = outputs[0]
+    in_shape = dx.shape[2:]
+    geom = pool_geometry(in_shape, attrs)
+    share = dy / _pool_divisor(xp, geom, in_shape, bool(attrs["count_include_pad"]), dy.dtype)
+    dx[...] = 0
+    for _, windows, index in clipped_offsets(geom, geom.out, in_shape):
+        dx[index] += share[windows]
+
+
+@kernel("GlobalAveragePool")
+def global_average_pool(ctx, inputs, outputs, attrs):
+    x = inputs[0]
+    ctx.xp.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=outputs[0])
+
+
+@kernel("GlobalMaxPool")
+def global_max_pool(ctx, inputs, outputs, attrs):
+    x = inputs[0]
+    ctx.xp.max(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=outputs[0])
