@@ -31,6 +31,12 @@ _LAZY = {
     "ir": "portable.ir",
     "autograd": "portable.autograd",
     "ops": "portable.ops",
+    "gluon": "portable.gluon",
+    "kv": "portable.kvstore",
+    "kvstore": "portable.kvstore",
+    "optim": "portable.optim",
+    "optimizer": "portable.optim",
+    "metric": "portable.metric",
 }
 
 __all__ = ["Device", "cpu", "cuda", "errors", "null", "opencl", "random", *_LAZY]

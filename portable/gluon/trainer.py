@@ -1,0 +1,258 @@
+"""``gluon.Trainer`` (MXNet 1.x): applies an optimizer to a set of Parameters through a KVStore.
+
+``step(batch_size)`` is ``allreduce_grads()`` (each parameter's gradients, one per device, are
+summed through the store's ``pushpull``) followed by ``update(batch_size)`` (one fused
+optimizer op per parameter and device, pushed to the engine). With ``update_on_kvstore`` the
+store applies the optimizer instead: gradients are pushed and the new weights pulled. The
+single-process ``local`` store is used now; the distributed stores plug in unchanged through
+``portable.kv.create``.
+
+The gradient is rescaled by ``rescale_grad / batch_size`` inside the update op, so a loss summed
+(or averaged per sample, as Gluon's losses are) over the batch gives the mean gradient.
+
+Example:
+    >>> import portable as pt
+    >>> from portable.gluon import Parameter
+    >>> w = Parameter("w", shape=(2,)); w.initialize(pt.init.One())
+    >>> trainer = Trainer([w], "sgd", {"learning_rate": 0.5})
+    >>> with pt.autograd.record():
+    ...     loss = (w.data() * w.data()).sum()
+    >>> loss.backward(); trainer.step(1)
+    >>> w.data().asnumpy().tolist()
+    [0.0, 0.0]
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from portable.errors import PortableError, SerializationError
+
+
+def _param_list(params: Any) -> list:
+    if hasattr(params, "values") and callable(params.values):
+        params = list(params.values())
+    elif not isinstance(params, (list, tuple)):
+        raise PortableError(f"Trainer: params must be a ParameterDict, a dict or a list of "
+                            f"Parameters, got {type(params).__name__}")
+    unique, seen = [], set()
+    for param in params:
+        if not hasattr(param, "list_data"):
+            raise PortableError(f"Trainer: {param!r} is not a Parameter")
+        if id(param) not in seen:  # shared parameters appear once
+            seen.add(id(param))
+            unique.append(param)
+    return unique
+
+
+class Trainer:
+    """Applies an optimizer to parameters (MXNet 1.x ``gluon.Trainer``).
+
+    Args:
+        params: a ParameterDict (``net.collect_params()``), a dict or a list of Parameters.
+        optimizer: an optimizer name (``sgd``, ``adam`` ...) or an Optimizer.
+        optimizer_params: keyword arguments of the optimizer (``learning_rate``, ``wd`` ...).
+        kvstore: a store name (``local``, ``device``, ``dist_sync`` ...) or a KVStore; None
+            means ``local``.
+        compression_params: gradient compression for stores that support it.
+        update_on_kvstore: apply the optimizer on the store (default: the store's choice).
+    """
+
+    def __init__(self, params: Any, optimizer: Any, optimizer_params: dict | None = None,
+                 kvstore: Any = "local", compression_params: dict | None = None,
+                 update_on_kvstore: bool | None = None) -> None:
+        from portable import optim
+
+        self._params = _param_list(params)
+        optimizer_params = dict(optimizer_params or {})
+        self._scale = float(optimizer_params.get("rescale_grad", 1.0))
+        self._optimizer = optim.create(optimizer, **optimizer_params)
+        self._optimizer.param_dict = dict(enumerate(self._params))
+        self._kvstore_spec = kvstore if kvstore is not None else "local"
+        self._compression_params = compression_params
+        self._update_on_kvstore = update_on_kvstore
+        self._kvstore: Any = None
+        self._updaters: list = []
+        self._devices: list = []
+        self._pending_states: tuple | None = None
+
+    # -- properties ------------------------------------------------------------------------
+    @property
+    def learning_rate(self) -> float:
+        """The optimizer's current learning rate."""
+        return self._optimizer.learning_rate
+
+    def set_learning_rate(self, lr: float) -> None:
+        """Set the optimizer's (base) learning rate."""
+        self._optimizer.set_learning_rate(lr)
+
+    @property
+    def optimizer(self) -> Any:
+        return self._optimizer
+
+    @property
+    def kvstore(self) -> Any:
+        """The KVStore (created at the first step)."""
+        return self._kvstore
+
+    @property
+    def update_on_kvstore(self) -> bool:
+        self._init_kvstore()
+        return bool(self._update_on_kvstore)
+
+    # -- set-up ----------------------------------------------------------------------------
+    def _init_kvstore(self) -> None:
+        if self._kvstore is not None:
+            return
+        from portable import kv
+        from portable.optim import get_updater
+
+        devices = None
+        for param in self._params:
+            found = param.list_device()
+            if devices is not None and found != devices:
+                raise PortableError(f"Trainer: Parameter {param.name!r} lives on "
+                                    f"{[str(d) for d in found]}, others on "
+                                    f"{[str(d) for d in devices]}; all must share devices")
+            devices = found
+        store = kv.create(self._kvstore_spec)
+        if self._compression_params:
+            store.set_gradient_compression(self._compression_params)
+        if self._update_on_kvstore is None:
+            self._update_on_kvstore = store.default_update_on_kvstore
+        if self._update_on_kvstore and not store.is_capable("optimizer"):
+            raise PortableError(f"kvstore {store.type} cannot apply the optimizer; use "
+                                f"update_on_kvstore=False")
+        if self._update_on_kvstore:
+            store.set_optimizer(self._optimizer)
+        for index, param in enumerate(self._params):
+            data = param.list_data()
+            store.init(index, data[0])
+            store.pull(index, out=data, priority=-index)  # every device/worker starts equal
+        self._kvstore, self._devices = store, list(devices or [])
+        self._updaters = [get_updater(self._optimizer) for _ in self._devices]
+        if self._pending_states is not None:
+            pending, self._pending_states = self._pending_states, None
+            self.set_states(*pending)
+
+    # -- training step ---------------------------------------------------------------------
+    def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
+        """One optimizer step: ``allreduce_grads()`` then ``update(batch_size)``.
+
+        Args:
+            batch_size: the gradient is divided by it (with ``rescale_grad``).
+            ignore_stale_grad: accepted for MXNet compatibility (gradients are not tracked
+                for freshness; parameters with ``grad_req='null'`` are skipped).
+        """
+        self._init_kvstore()
+        self._optimizer.rescale_grad = self._scale / batch_size
+        if self._update_on_kvstore:
+            self._update_through_store()
+            return
+        self.allreduce_grads()
+        self._update_locally()
+
+    def allreduce_grads(self) -> None:
+        """Sum each parameter's gradients over devices (and workers) in place, through the
+        store; for a custom step between reduction and ``update``."""
+        self._init_kvstore()
+        if self._update_on_kvstore:
+            raise PortableError("allreduce_grads() is not available with update_on_kvstore=True"
+                                "; the store reduces and updates in step()")
+        for index, param in enumerate(self._params):
+            if param.grad_req != "null":
+                self._kvstore.pushpull(index, param.list_grad(), priority=-index)
+
+    def update(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
+        """Apply the optimizer to the (already reduced) gradients."""
+        self._init_kvstore()
+        if self._update_on_kvstore:
+            raise PortableError("update() is not available with update_on_kvstore=True; "
+                                "call step()")
+        self._optimizer.rescale_grad = self._scale / batch_size
+        self._update_locally()
+
+    def _update_locally(self) -> None:
+        optimizer = self._optimizer
+        for index, param in enumerate(self._params):
+            if param.grad_req == "null":
+                continue
+            optimizer._update_count(index)  # one step, however many device copies
+            for updater, weight, grad in zip(self._updaters, param.list_data(),
+                                             param.list_grad()):
+                optimizer.push_update(index, weight, grad, updater.state(index, weight))
+
+    def _update_through_store(self) -> None:
+        for index, param in enumerate(self._params):
+            if param.grad_req != "null":
+                self._kvstore.pushpull(index, param.list_grad(), out=param.list_data(),
+                                       priority=-index)
+
+    # -- optimizer states ------------------------------------------------------------------
+    def get_states(self) -> bytes:
+        """The optimizer states and configuration as bytes (a safetensors tensor file)."""
+        if self._kvstore is None:
+            if self._pending_states is not None:
+                return self._pending_states[0]
+            from portable.optim import get_updater
+
+            return get_updater(self._optimizer).get_states(dump_optimizer=True)
+        if self._update_on_kvstore:
+            return self._kvstore._updater.get_states(dump_optimizer=True)
+        return self._updaters[0].get_states(dump_optimizer=True)
+
+    def set_states(self, data: bytes, source: str = "<trainer states>",
+                   restore_optimizer: bool = True) -> None:
+        """Load states from ``get_states`` bytes (before the first step they are kept and
+        applied when the store is created).
+
+        Args:
+            data: the bytes.
+            source: names the data in errors.
+            restore_optimizer: rebuild the optimizer from the saved configuration (MXNet's
+                behaviour); False keeps this trainer's optimizer and hyper-parameters and
+                restores only the states and update counters.
+        """
+        if self._kvstore is None:
+            from portable.checkpoint import tensors_from_bytes
+
+            tensors_from_bytes(data, source)  # refuse a damaged blob now, not later
+            self._pending_states = (data, source, restore_optimizer)
+            return
+        param_dict = self._optimizer.param_dict
+        targets = [self._kvstore._updater] if self._update_on_kvstore else self._updaters
+        for updater in targets:
+            updater.set_states(data, source, restore_optimizer)
+        self._optimizer = targets[0].optimizer
+        self._optimizer.param_dict = param_dict
+        for updater in targets:
+            updater.optimizer = self._optimizer
+        if self._update_on_kvstore:
+            self._kvstore._optimizer = self._optimizer
+
+    def save_states(self, fname: str | os.PathLike) -> None:
+        """Write the optimizer states to ``fname`` (safetensors + JSON, atomically); with the
+        optimizer on the store, the store writes them (a parameter server holds them)."""
+        from portable.io.atomic import atomic_write_bytes
+
+        if self._kvstore is not None and self._update_on_kvstore:
+            self._kvstore.save_optimizer_states(str(fname), dump_optimizer=True)
+            return
+        atomic_write_bytes(fname, self.get_states())
+
+    def load_states(self, fname: str | os.PathLike) -> None:
+        """Read optimizer states written by ``save_states`` (the optimizer is rebuilt from
+        the saved configuration, as MXNet does)."""
+        if self._kvstore is not None and self._update_on_kvstore:
+            param_dict = self._optimizer.param_dict
+            self._kvstore.load_optimizer_states(str(fname))
+            self._optimizer = self._kvstore._updater.optimizer
+            self._optimizer.param_dict = param_dict
+            return
+        try:
+            with open(fname, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise SerializationError(f"{fname}: cannot read trainer states: "
+                                     f"{exc.strerror}") from None
+        self.set_states(data, str(fname))
