@@ -1,0 +1,286 @@
+"""Checkpoints: tensors in safetensors, metadata in JSON, written atomically, verified on load.
+
+Two layers:
+
+* **Tensor files** (``save_tensors`` / ``load_tensors``): one safetensors file holding named
+  arrays and a JSON metadata object, plus a SHA-256 digest of the tensors in the safetensors
+  header. A truncated or corrupted file is refused with a SerializationError naming it. No
+  pickle: loading reads numbers, never code.
+* **Training checkpoints** (``CheckpointManager``): each checkpoint is a parameters file, an
+  optimizer-states file and a JSON manifest (architecture, epoch, step, RNG and data-order
+  state, metrics, and the size and SHA-256 of both tensor files). Files are written with
+  ``portable.io.atomic`` (temporary file, fsync, rename) and the manifest last, so a process
+  killed at any moment leaves every earlier checkpoint complete; a checkpoint whose manifest
+  is missing, unreadable or disagrees with its files is refused and the previous one is used.
+
+Example:
+    >>> import numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "w.safetensors")
+    >>> save_tensors(path, {"w": np.ones(3, np.float32)}, {"note": "demo"})
+    >>> tensors, meta = load_tensors(path)
+    >>> tensors["w"].tolist(), meta["note"]
+    ([1.0, 1.0, 1.0], 'demo')
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+import numpy as np
+
+from portable.errors import SerializationError
+from portable.io.atomic import atomic_write_bytes, atomic_write_text
+
+log = logging.getLogger("portable.checkpoint")
+
+TENSOR_FORMAT = "portable.tensors"
+CHECKPOINT_FORMAT = "portable.checkpoint"
+FORMAT_VERSION = 1
+
+
+# -- tensor files ------------------------------------------------------------------------------
+
+
+def _tensor_digest(tensors: dict[str, np.ndarray]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        array = np.ascontiguousarray(tensors[name])
+        digest.update(f"{name}|{array.dtype.str}|{array.shape}|".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def tensors_to_bytes(tensors: dict[str, np.ndarray], metadata: dict | None = None) -> bytes:
+    """Serialise named arrays and JSON metadata into safetensors bytes (with a digest)."""
+    from safetensors.numpy import save
+
+    arrays = {str(k): np.ascontiguousarray(v) for k, v in tensors.items()}
+    header = {"format": TENSOR_FORMAT, "version": str(FORMAT_VERSION),
+              "sha256": _tensor_digest(arrays), "json": json.dumps(metadata or {})}
+    return save(arrays, metadata=header)
+
+
+def tensors_from_bytes(data: bytes, source: str = "<bytes>") -> tuple[dict[str, np.ndarray],
+                                                                      dict]:
+    """Parse and verify bytes written by ``tensors_to_bytes``.
+
+    Raises:
+        SerializationError: naming ``source`` when the data is truncated, corrupted, not a
+            portable tensor file, or fails its digest.
+    """
+    from safetensors.numpy import load
+
+    if len(data) < 8:
+        raise SerializationError(f"{source}: truncated tensor file ({len(data)} bytes)")
+    size = int.from_bytes(data[:8], "little")
+    if size > len(data) - 8:
+        raise SerializationError(f"{source}: truncated tensor file: the header claims {size} "
+                                 f"bytes but only {len(data) - 8} follow")
+    try:
+        header = json.loads(data[8:8 + size])
+        meta = header.get("__metadata__") or {}
+        tensors = load(bytes(data))
+    except Exception as exc:  # safetensors' own error type, JSON errors, ...
+        raise SerializationError(f"{source}: not a readable safetensors file "
+                                 f"({type(exc).__name__}: {exc})") from None
+    if meta.get("format") != TENSOR_FORMAT:
+        raise SerializationError(f"{source}: a safetensors file, but not one written by "
+                                 f"portable (format {meta.get('format')!r})")
+    if _tensor_digest(tensors) != meta.get("sha256"):
+        raise SerializationError(f"{source}: corrupted: the tensor data does not match the "
+                                 f"digest stored in its header")
+    try:
+        metadata = json.loads(meta.get("json", "{}"))
+    except json.JSONDecodeError as exc:
+        raise SerializationError(f"{source}: corrupted metadata JSON: {exc}") from None
+    return tensors, metadata
+
+
+def save_tensors(path: str | os.PathLike, tensors: dict[str, np.ndarray],
+                 metadata: dict | None = None) -> None:
+    """Write named arrays and JSON metadata to ``path`` atomically (safetensors).
+
+    Args:
+        path: the file to write (its folder is created).
+        tensors: name -> NumPy array.
+        metadata: JSON-serialisable data stored in the file's header.
+    """
+    atomic_write_bytes(path, tensors_to_bytes(tensors, metadata))
+
+
+def load_tensors(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict]:
+    """Read and verify a file written by ``save_tensors``.
+
+    Returns:
+        ``(tensors, metadata)``.
+
+    Raises:
+        SerializationError: when the file is missing, truncated or corrupted (names the file).
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise SerializationError(f"{path}: cannot read tensor file: {exc.strerror}") from None
+    return tensors_from_bytes(data, str(path))
+
+
+# -- training checkpoints ----------------------------------------------------------------------
+
+
+@dataclass
+class Checkpoint:
+    """One loaded, verified checkpoint."""
+
+    manifest: dict
+    params: dict[str, np.ndarray]
+    states: bytes  # the optimizer-states tensor file, as Trainer.load_states reads it
+    path: Path     # the manifest
+    refused: list[str] = field(default_factory=list)  # newer checkpoints that failed to load
+
+    @property
+    def epoch(self) -> int:
+        return int(self.manifest["epoch"])
+
+    @property
+    def step(self) -> int:
+        return int(self.manifest["step"])
+
+
+_NAME = re.compile(r"^(?P<prefix>.+)-e(?P<epoch>\d+)-s(?P<step>\d+)\.json$")
+
+
+class CheckpointManager:
+    """Writes, lists, prunes and loads the checkpoints of one run in ``directory``.
+
+    Args:
+        directory: where checkpoints live (created on first save).
+        prefix: file-name prefix.
+        keep: how many newest checkpoints to keep (older ones are deleted after a save).
+
+    Example:
+        >>> import tempfile
+        >>> mgr = CheckpointManager(tempfile.mkdtemp())
+        >>> states = tensors_to_bytes({}, {})  # what Trainer.get_states() returns
+        >>> _ = mgr.save({"w": np.zeros(2, np.float32)}, states, {"epoch": 1, "step": 10})
+        >>> mgr.latest().epoch
+        1
+    """
+
+    def __init__(self, directory: str | os.PathLike, prefix: str = "ckpt", keep: int = 3) -> None:
+        if keep < 1:
+            raise SerializationError(f"CheckpointManager keep must be >= 1, got {keep}")
+        self.directory = Path(directory)
+        self.prefix = prefix
+        self.keep = keep
+
+    def _stem(self, epoch: int, step: int) -> str:
+        return f"{self.prefix}-e{epoch:04d}-s{step:08d}"
+
+    def save(self, params: dict[str, np.ndarray], states: bytes, manifest: dict) -> Path:
+        """Write one checkpoint (tensor files first, manifest last) and prune old ones.
+
+        Args:
+            params: parameter name -> array.
+            states: the optimizer-states file content (``Trainer.states_bytes()``).
+            manifest: JSON data; must hold ``epoch`` and ``step``.
+
+        Returns:
+            The manifest path.
+        """
+        epoch, step = int(manifest["epoch"]), int(manifest["step"])
+        stem = self._stem(epoch, step)
+        files = {}
+        for role, data in (("params", tensors_to_bytes(params, {"role": "params"})),
+                           ("states", states)):
+            name = f"{stem}.{role}.safetensors"
+            atomic_write_bytes(self.directory / name, data)
+            files[role] = {"path": name, "bytes": len(data),
+                           "sha256": hashlib.sha256(data).hexdigest()}
+        full = {"format": CHECKPOINT_FORMAT, "version": FORMAT_VERSION, **manifest,
+                "files": files}
+        path = self.directory / f"{stem}.json"
+        atomic_write_text(path, json.dumps(full, indent=1, sort_keys=True))
+        self.prune()
+        return path
+
+    def manifests(self) -> list[Path]:
+        """Manifest paths, oldest first (by epoch, then step)."""
+        if not self.directory.is_dir():
+            return []
+        found = []
+        for path in self.directory.iterdir():
+            match = _NAME.match(path.name)
+            if match and match.group("prefix") == self.prefix:
+                found.append((int(match.group("epoch")), int(match.group("step")), path))
+        return [p for _, _, p in sorted(found)]
+
+    def prune(self) -> None:
+        """Delete all but the ``keep`` newest checkpoints (manifest first, then its files)."""
+        for manifest in self.manifests()[:-self.keep]:
+            stem = manifest.name[:-len(".json")]
+            manifest.unlink(missing_ok=True)
+            for role in ("params", "states"):
+                (self.directory / f"{stem}.{role}.safetensors").unlink(missing_ok=True)
+
+    def load(self, manifest_path: str | os.PathLike) -> Checkpoint:
+        """Load one checkpoint, verifying the manifest, both files' sizes and digests.
+
+        Raises:
+            SerializationError: naming the file at fault.
+        """
+        path = Path(manifest_path)
+        try:
+            manifest = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SerializationError(f"checkpoint manifest {path}: unreadable ({exc})") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != CHECKPOINT_FORMAT:
+            raise SerializationError(f"checkpoint manifest {path}: not a portable checkpoint")
+        blobs = {}
+        for role in ("params", "states"):
+            entry = manifest.get("files", {}).get(role)
+            if not entry:
+                raise SerializationError(f"checkpoint manifest {path}: no {role} file listed")
+            file = path.parent / entry["path"]
+            try:
+                data = file.read_bytes()
+            except OSError as exc:
+                raise SerializationError(f"checkpoint file {file}: {exc.strerror}") from None
+            if len(data) != entry["bytes"]:
+                raise SerializationError(f"checkpoint file {file}: truncated: {len(data)} bytes,"
+                                         f" the manifest says {entry['bytes']}")
+            if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+                raise SerializationError(f"checkpoint file {file}: corrupted: its SHA-256 does "
+                                         f"not match the manifest")
+            blobs[role] = (file, data)
+        params, _ = tensors_from_bytes(blobs["params"][1], str(blobs["params"][0]))
+        tensors_from_bytes(blobs["states"][1], str(blobs["states"][0]))  # verify now
+        return Checkpoint(manifest, params, blobs["states"][1], path)
+
+    def latest(self) -> Checkpoint | None:
+        """The newest checkpoint that loads; newer broken ones are logged and skipped.
+
+        Returns:
+            The checkpoint (``refused`` lists the errors of skipped newer ones), or None when
+            the directory holds no checkpoint at all.
+
+        Raises:
+            SerializationError: when checkpoints exist but none of them loads.
+        """
+        refused = []
+        for manifest in reversed(self.manifests()):
+            try:
+                checkpoint = self.load(manifest)
+            except SerializationError as exc:
+                log.warning("refusing checkpoint: %s", exc)
+                refused.append(str(exc))
+                continue
+            checkpoint.refused = refused
+            return checkpoint
+        if refused:
+            raise SerializationError(f"no usable checkpoint in {self.directory}: "
+                                     + "; ".join(refused))
+        return None

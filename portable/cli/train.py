@@ -1,0 +1,201 @@
+"""Train a zoo model (mlp, lenet, resnet-small) on digits, MNIST or Fashion-MNIST.
+
+Trains with a progress bar, writes checkpoints (safetensors + JSON manifests) every epoch, a
+PNG plot of loss and accuracy per epoch, the final parameters and a summary; ``--resume``
+continues exactly where the last good checkpoint left off.
+
+Example:
+    $ portable train --model lenet --json
+    $ portable train --model mlp --dataset mnist --data-dir ~/mnist --epochs 5 --out runs/m
+    $ portable train --model lenet --out runs/l --resume --export runs/l/model.onnx
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+# Default epochs per model and learning rate per optimizer. With Adam and a cosine schedule
+# these reach 98-99% test accuracy on digits (seeds 0-3) in seconds to a minute on 2 cores.
+DEFAULT_EPOCHS = {"mlp": 10, "lenet": 12, "resnet-small": 10}
+DEFAULT_LR = {"adam": 4e-3, "adamw": 4e-3, "sgd": 0.05, "nag": 0.05, "rmsprop": 1e-3,
+              "adagrad": 0.05}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", choices=("mlp", "lenet", "resnet-small"), default="lenet")
+    parser.add_argument("--dataset", choices=("digits", "mnist", "fashion-mnist"),
+                        default="digits", help="digits is bundled with scikit-learn; MNIST and "
+                        "Fashion-MNIST are read from IDX files in --data-dir")
+    parser.add_argument("--data-dir", default=None, help="folder of the MNIST/Fashion-MNIST "
+                        "IDX files (default ~/.portable/datasets/<dataset>)")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="total epochs (default: mlp 10, lenet 12, resnet-small 10)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--optimizer", default="adam",
+                        choices=("sgd", "nag", "adam", "adamw", "rmsprop", "adagrad"))
+    parser.add_argument("--lr", type=float, default=None,
+                        help="base learning rate (default: adam 0.004, sgd 0.05, ...)")
+    parser.add_argument("--momentum", type=float, default=0.9, help="for sgd and nag")
+    parser.add_argument("--wd", type=float, default=0.0, help="weight decay")
+    parser.add_argument("--lr-schedule", choices=("constant", "cosine", "step"),
+                        default="cosine")
+    parser.add_argument("--warmup-steps", type=int, default=0)
+    parser.add_argument("--device", default="cpu",
+                        help="cpu, opencl or cuda (optionally with an index: cuda:1)")
+    parser.add_argument("--out", default=None, help="output folder (default runs/MODEL-DATASET)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest good checkpoint in OUT/checkpoints")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--checkpoint-every", type=int, default=1, help="epochs between "
+                        "checkpoints")
+    parser.add_argument("--checkpoint-steps", type=int, default=0,
+                        help="also checkpoint every N steps, mid-epoch (0: never)")
+    parser.add_argument("--keep", type=int, default=3, help="checkpoints to keep")
+    parser.add_argument("--patience", type=int, default=0,
+                        help="early stopping on validation loss after N epochs (0: off)")
+    parser.add_argument("--no-hybridize", action="store_true",
+                        help="run the model imperatively instead of as a compiled graph")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--export", metavar="PATH.onnx", default=None,
+                        help="export the trained model to ONNX")
+    parser.add_argument("--json", action="store_true",
+                        help="end with one JSON object on the last line of stdout")
+
+
+def _device(spec: str) -> Any:
+    from portable.device import as_device
+    from portable.errors import PortableError
+
+    device = as_device(spec)
+    if device.device_type not in ("cpu", "opencl", "cuda"):
+        raise PortableError(f"--device must be cpu, opencl or cuda, got {spec!r}")
+    device.backend  # load it now: a missing extra is reported before any work
+    return device
+
+
+def _scheduler(args: argparse.Namespace, steps_per_epoch: int, epochs: int) -> Any:
+    from portable.optim import lr_scheduler as ls
+
+    total = max(steps_per_epoch * epochs, args.warmup_steps + 1)
+    warm = {"warmup_steps": args.warmup_steps}
+    if args.lr_schedule == "cosine":
+        return ls.CosineScheduler(max_update=total, final_lr=0.0, **warm)
+    if args.lr_schedule == "step":
+        return ls.MultiFactorScheduler(step=[int(total * 0.5), int(total * 0.75)], factor=0.1,
+                                       **warm)
+    return ls.LRScheduler(**warm) if args.warmup_steps else None
+
+
+def run(args: argparse.Namespace) -> int:
+    import portable
+    from portable.data import ArrayDataset, DataLoader
+    from portable.data.vision import load_arrays
+    from portable.fit import EarlyStopping, evaluate, fit
+    from portable.gluon import Trainer
+    from portable.models.zoo import get_model
+
+    started = time.perf_counter()
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    epochs = args.epochs if args.epochs is not None else DEFAULT_EPOCHS[args.model]
+    optimizer = args.optimizer
+    lr = args.lr if args.lr is not None else DEFAULT_LR.get(optimizer, 0.01)
+    out = Path(args.out or f"runs/{args.model}-{args.dataset}")
+    device = _device(args.device)
+
+    portable.random.seed(args.seed)
+    split = load_arrays(args.dataset, args.data_dir)
+    train = DataLoader(ArrayDataset(split.x_train, split.y_train), args.batch_size,
+                       shuffle=True, last_batch="discard")
+    test = DataLoader(ArrayDataset(split.x_test, split.y_test), 256)
+    net = get_model(args.model, num_classes=int(split.y_train.max()) + 1)
+    net.initialize(portable.init.Xavier(magnitude=2.0), device=device)
+    if not args.no_hybridize:
+        net.hybridize()
+    opt_params = {"learning_rate": lr, "wd": args.wd}
+    if optimizer in ("sgd", "nag"):
+        opt_params["momentum"] = args.momentum
+    sched = _scheduler(args, len(train), epochs)
+    if sched is not None:
+        opt_params["lr_scheduler"] = sched
+    trainer = Trainer(net.collect_params(), optimizer, opt_params)
+    architecture = {"model": args.model, "dataset": args.dataset, "optimizer": optimizer,
+                    "lr": lr, "batch_size": args.batch_size, "seed": args.seed,
+                    "input_shape": list(split.x_train.shape[1:])}
+    result = fit(net, train, val_data=test, trainer=trainer, epochs=epochs, metrics="acc",
+                 device=device, checkpoint_dir=out / "checkpoints",
+                 checkpoint_every=args.checkpoint_every, checkpoint_steps=args.checkpoint_steps,
+                 keep_checkpoints=args.keep, resume=args.resume,
+                 early_stopping=EarlyStopping("val_loss", args.patience) if args.patience
+                 else None, progress=not args.no_progress, architecture=architecture)
+
+    scores = evaluate(net, test, "acc", device=device)
+    paths = {"out": str(out), "checkpoint": result["checkpoint"]}
+    params_path = out / "model.params.safetensors"
+    net.save_parameters(str(params_path))
+    paths["params"] = str(params_path)
+    history_path = out / "history.json"
+    from portable.io.atomic import atomic_write_text
+
+    atomic_write_text(history_path, json.dumps(result["history"], indent=1))
+    paths["history"] = str(history_path)
+    if result["history"]:
+        paths["plot"] = str(plot_history(result["history"], out / "training.png",
+                                         f"{args.model} on {args.dataset}"))
+    if args.export:
+        example = portable.nd.array(split.x_test[:1], device=device)
+        net.export_onnx(args.export, example)
+        paths["onnx"] = str(args.export)
+    summary = {"model": args.model, "dataset": args.dataset,
+               "test_accuracy": float(scores["accuracy"]), "epochs": result["epochs"],
+               "steps": result["steps"], "seconds": round(time.perf_counter() - started, 2),
+               "train_seconds": round(result["seconds"], 2), "device": str(device),
+               "seed": args.seed, "resumed_from": result["resumed_from"],
+               "refused_checkpoints": result["refused_checkpoints"],
+               "final_train_loss": result["history"][-1]["train_loss"]
+               if result["history"] else None, "paths": paths}
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=1))
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"{args.model} on {args.dataset}: test accuracy {summary['test_accuracy']:.4f} "
+              f"after {summary['epochs']} epochs ({summary['seconds']:.1f} s); wrote {out}")
+    return 0
+
+
+def plot_history(history: list[dict], path: Path, title: str) -> Path:
+    """Write a PNG with loss (left) and accuracy (right) per epoch, train and test.
+
+    Uses matplotlib's object API with the Agg canvas (no pyplot, no display needed).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    from portable.io.atomic import atomic_write_bytes
+
+    epochs = [r["epoch"] for r in history]
+    fig = Figure(figsize=(9, 3.6))
+    FigureCanvasAgg(fig)
+    ax_loss, ax_acc = fig.subplots(1, 2)
+    for ax, key in ((ax_loss, "loss"), (ax_acc, "accuracy")):
+        for prefix, style, label in (("train", "-o", "train"), ("val", "-s", "test")):
+            values = [r.get(f"{prefix}_{key}") for r in history]
+            if any(v is not None for v in values):
+                ax.plot(epochs, values, style, markersize=3, label=label)
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel(key)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    atomic_write_bytes(path, buffer.getvalue())
+    return path

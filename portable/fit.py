@@ -1,0 +1,364 @@
+"""``fit``: the Module-style training loop over Gluon blocks (MXNet's ``Module.fit``).
+
+One call trains a network for some epochs with a progress bar (tqdm), logs one line per epoch,
+evaluates on validation data, stops early when a monitored value stops improving, and writes a
+checkpoint every N epochs (and optionally every N steps). With ``resume=True`` it continues
+from the newest good checkpoint in ``checkpoint_dir``: parameters, optimizer states and update
+counters, the random generator, the data loader's position in its shuffled order, the history
+and the early-stopping state are restored, so the resumed run ends with the same parameters,
+bit for bit, as a run that was never interrupted.
+
+Example:
+    >>> import portable as pt
+    >>> from portable.data import ArrayDataset, DataLoader
+    >>> from portable.data.vision import load_arrays
+    >>> from portable.models.zoo import get_model
+    >>> split = load_arrays("digits")
+    >>> net = get_model("mlp"); net.initialize(pt.init.Xavier())
+    >>> train = DataLoader(ArrayDataset(split.x_train, split.y_train), 32, shuffle=True)
+    >>> result = fit(net, train, epochs=2, optimizer="adam", progress=False)
+    >>> result["epochs"], result["steps"]
+    (2, 90)
+"""
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from portable import random
+from portable.errors import PortableError
+
+log = logging.getLogger("portable.fit")
+
+
+class Callback:
+    """Hooks called by ``fit``; override the ones you need. A plain function given in
+    ``callbacks`` is called as ``on_epoch_end``."""
+
+    def on_train_begin(self, state: dict) -> None:
+        pass
+
+    def on_batch_end(self, state: dict) -> None:
+        pass
+
+    def on_epoch_end(self, record: dict) -> None:
+        pass
+
+    def on_train_end(self, result: dict) -> None:
+        pass
+
+
+class _FunctionCallback(Callback):
+    def __init__(self, fn: Callable[[dict], Any]) -> None:
+        self.fn = fn
+
+    def on_epoch_end(self, record: dict) -> None:
+        self.fn(record)
+
+
+class EarlyStopping:
+    """Stop when ``monitor`` has not improved by ``min_delta`` for ``patience`` epochs.
+
+    Args:
+        monitor: a key of the epoch record (``val_accuracy``, ``val_loss``, ``train_loss``).
+        patience: epochs without improvement before stopping.
+        mode: ``max``, ``min``, or ``auto`` (``max`` for accuracies, else ``min``).
+        min_delta: the smallest change that counts as an improvement.
+    """
+
+    def __init__(self, monitor: str = "val_loss", patience: int = 5, mode: str = "auto",
+                 min_delta: float = 0.0) -> None:
+        if mode == "auto":
+            mode = "max" if "acc" in monitor else "min"
+        if mode not in ("max", "min"):
+            raise PortableError(f"EarlyStopping mode must be max, min or auto, got {mode!r}")
+        self.monitor, self.patience, self.mode, self.min_delta = monitor, patience, mode, min_delta
+        self.best: float | None = None
+        self.wait = 0
+
+    def update(self, record: dict) -> bool:
+        """Take one epoch's record; True when training should stop."""
+        if self.monitor not in record:
+            raise PortableError(f"EarlyStopping monitors {self.monitor!r}, but the epoch "
+                                f"record has only {sorted(record)}")
+        value = float(record[self.monitor])
+        better = (self.best is None or
+                  (value > self.best + self.min_delta if self.mode == "max"
+                   else value < self.best - self.min_delta))
+        if better:
+            self.best, self.wait = value, 0
+        else:
+            self.wait += 1
+        return self.wait >= self.patience
+
+    def state_dict(self) -> dict:
+        return {"best": self.best, "wait": self.wait}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.best, self.wait = state["best"], int(state["wait"])
+
+
+def _params_by_name(net: Any) -> dict:
+    """Parameters under structural names (``0.weight``): stable across processes."""
+    getter = getattr(net, "_collect_params_with_prefix", None)
+    return dict(getter()) if getter is not None else dict(net.collect_params().items())
+
+
+def _unpack(batch: Any) -> tuple[Any, Any]:
+    if not isinstance(batch, (list, tuple)) or len(batch) < 2:
+        raise PortableError("fit expects batches of (data, label)")
+    return batch[0], batch[1]
+
+
+def _to(array: Any, device: Any) -> Any:
+    from portable.ndarray import NDArray, array as nd_array
+
+    if not isinstance(array, NDArray):
+        array = nd_array(np.asarray(array))
+    return array if device is None else array.as_in_context(device)
+
+
+def _metric_record(prefix: str, metric: Any) -> dict:
+    return {f"{prefix}_{name}": float(value) for name, value in metric.get_name_value()}
+
+
+def evaluate(net: Any, data: Any, metrics: Any = "acc", loss: Any = None,
+             device: Any = None) -> dict:
+    """Metrics (and the mean loss) of ``net`` over ``data`` in inference mode.
+
+    Returns:
+        ``{metric name: value, ..., "loss": mean loss}`` (the loss when ``loss`` is given).
+    """
+    from portable import metric as metric_mod
+
+    metric = metric_mod.create(metrics)
+    metric.reset()
+    total, count = 0.0, 0
+    for batch in data:
+        x, y = _unpack(batch)
+        x, y = _to(x, device), _to(y, device)
+        out = net(x)
+        metric.update([y], [out])
+        if loss is not None:
+            values = loss(out, y).asnumpy()
+            total += float(values.sum())
+            count += values.size
+    result = dict(metric.get_name_value())
+    if loss is not None:
+        result["loss"] = total / max(count, 1)
+    return result
+
+
+class _Run:
+    """The mutable state of one ``fit`` call (what a checkpoint captures)."""
+
+    def __init__(self) -> None:
+        self.epoch = 0          # completed epochs
+        self.step = 0           # optimizer steps taken
+        self.history: list[dict] = []
+        self.loss_sum = 0.0     # the current epoch's running sums (restored mid-epoch)
+        self.loss_count = 0
+
+
+def fit(net: Any, train_data: Any, val_data: Any = None, loss: Any = None,
+        trainer: Any = None, optimizer: Any = "sgd", optimizer_params: dict | None = None,
+        epochs: int = 10, metrics: Any = "acc", device: Any = None,
+        callbacks: Sequence[Any] = (), checkpoint_dir: Any = None, checkpoint_every: int = 1,
+        checkpoint_steps: int = 0, keep_checkpoints: int = 3, resume: bool = False,
+        early_stopping: EarlyStopping | None = None, progress: bool = True,
+        architecture: dict | None = None) -> dict:
+    """Train ``net`` on ``train_data`` (batches of ``(data, label)``).
+
+    Args:
+        net: an initialised Block (deferred initialisation is fine).
+        train_data: an iterable of batches; a DataLoader also makes resume exact.
+        val_data: evaluated after every epoch (``val_*`` entries of the record).
+        loss: a Gluon loss (default ``SoftmaxCrossEntropyLoss``).
+        trainer: a ``gluon.Trainer`` (default: one over ``net.collect_params()`` with
+            ``optimizer`` and ``optimizer_params``).
+        epochs: the total number of epochs (a resumed run counts the ones already done).
+        metrics: training/validation metrics (names, EvalMetrics or a list).
+        device: where batches are copied before the forward pass.
+        callbacks: Callback objects or functions of the epoch record.
+        checkpoint_dir: where checkpoints go (None: none are written).
+        checkpoint_every: write one every this many epochs (and after the last).
+        checkpoint_steps: also write one every this many steps, mid-epoch (0: never).
+        keep_checkpoints: how many of the newest checkpoints to keep.
+        resume: continue from the newest good checkpoint in ``checkpoint_dir``.
+        early_stopping: an EarlyStopping rule (None: train all epochs).
+        progress: show a tqdm progress bar on stderr.
+        architecture: JSON description of the model, stored in the manifests.
+
+    Returns:
+        ``{"history", "epochs", "steps", "stopped_early", "checkpoint", "resumed_from",
+        "refused_checkpoints", "seconds"}``.
+    """
+    from portable import autograd, metric as metric_mod
+    from portable.engine import get_engine
+    from portable.gluon import Trainer
+    from portable.gluon.loss import SoftmaxCrossEntropyLoss
+
+    loss_fn = loss if loss is not None else SoftmaxCrossEntropyLoss()
+    if trainer is None:
+        trainer = Trainer(net.collect_params(), optimizer, optimizer_params)
+    train_metric = metric_mod.create(metrics)
+    hooks = [cb if isinstance(cb, Callback) else _FunctionCallback(cb) for cb in callbacks]
+    manager = None
+    if checkpoint_dir is not None:
+        from portable.checkpoint import CheckpointManager
+
+        manager = CheckpointManager(checkpoint_dir, keep=keep_checkpoints)
+    run = _Run()
+    result = {"resumed_from": None, "refused_checkpoints": [], "checkpoint": None}
+    if resume:
+        if manager is None:
+            raise PortableError("fit(resume=True) needs checkpoint_dir")
+        _restore(manager, net, trainer, train_data, early_stopping, run, result, train_metric)
+
+    def save() -> None:
+        store = getattr(trainer, "kvstore", None)
+        if manager is None or (store is not None and store.rank != 0):
+            return  # in data-parallel training rank 0 writes; every rank resumes from it
+        get_engine().wait_all()  # every pushed update and random draw has landed
+        params = {name: p.data().asnumpy() for name, p in _params_by_name(net).items()}
+        manifest = {"epoch": run.epoch, "step": run.step, "architecture": architecture or {
+            "class": type(net).__name__}, "rng": random.get_state(),
+            "data": train_data.state_dict() if hasattr(train_data, "state_dict") else None,
+            "metrics": run.history[-1] if run.history else {}, "history": run.history,
+            "partial": {"loss_sum": run.loss_sum, "loss_count": run.loss_count,
+                        "metric_sums": _metric_sums(train_metric)},
+            "early_stopping": early_stopping.state_dict() if early_stopping else None}
+        result["checkpoint"] = str(manager.save(params, trainer.get_states(), manifest))
+
+    for hook in hooks:
+        hook.on_train_begin({"epoch": run.epoch, "step": run.step})
+    start = time.perf_counter()
+    stopped = False
+    while run.epoch < epochs and not stopped:
+        epoch_start = time.perf_counter()
+        if not run.loss_count:
+            train_metric.reset()
+        bar = _progress(train_data, run, epochs, progress)
+        for batch in train_data:
+            x, y = _unpack(batch)
+            x, y = _to(x, device), _to(y, device)
+            with autograd.record():
+                out = net(x)
+                losses = loss_fn(out, y)
+            losses.backward()
+            trainer.step(x.shape[0])
+            run.step += 1
+            train_metric.update([y], [out])
+            values = losses.asnumpy()
+            run.loss_sum += float(values.sum())
+            run.loss_count += values.size
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{run.loss_sum / run.loss_count:.4f}", refresh=False)
+            for hook in hooks:
+                hook.on_batch_end({"epoch": run.epoch + 1, "step": run.step})
+            if checkpoint_steps and run.step % checkpoint_steps == 0:
+                save()
+        if bar is not None:
+            bar.close()
+        run.epoch += 1
+        record = {"epoch": run.epoch, "step": run.step,
+                  "train_loss": run.loss_sum / max(run.loss_count, 1),
+                  **_metric_record("train", train_metric),
+                  "learning_rate": float(trainer.learning_rate)}
+        run.loss_sum, run.loss_count = 0.0, 0
+        train_metric.reset()
+        if val_data is not None:
+            scores = evaluate(net, val_data, metrics, loss_fn, device)
+            record.update({f"val_{k}": float(v) for k, v in scores.items()})
+        record["seconds"] = time.perf_counter() - epoch_start
+        run.history.append(record)
+        _log_epoch(record, epochs)
+        for hook in hooks:
+            hook.on_epoch_end(record)
+        if early_stopping is not None and early_stopping.update(record):
+            stopped = True
+            log.info("early stopping after epoch %d: %s did not improve for %d epochs",
+                     run.epoch, early_stopping.monitor, early_stopping.patience)
+        if run.epoch % max(checkpoint_every, 1) == 0 or run.epoch == epochs or stopped:
+            save()
+    get_engine().wait_all()
+    result.update({"history": run.history, "epochs": run.epoch, "steps": run.step,
+                   "stopped_early": stopped, "seconds": time.perf_counter() - start})
+    for hook in hooks:
+        hook.on_train_end(result)
+    return result
+
+
+def _metric_sums(metric: Any) -> list:
+    parts = getattr(metric, "metrics", [metric])
+    return [[m.sum_metric, m.num_inst] for m in parts]
+
+
+def _set_metric_sums(metric: Any, sums: list) -> None:
+    for part, (total, count) in zip(getattr(metric, "metrics", [metric]), sums):
+        part.sum_metric, part.num_inst = float(total), int(count)
+
+
+def _restore(manager: Any, net: Any, trainer: Any, train_data: Any, early_stopping: Any,
+             run: _Run, result: dict, train_metric: Any) -> None:
+    checkpoint = manager.latest()
+    if checkpoint is None:
+        log.info("no checkpoint in %s: starting from scratch", manager.directory)
+        return
+    params = _params_by_name(net)
+    missing = sorted(set(params) - set(checkpoint.params))
+    extra = sorted(set(checkpoint.params) - set(params))
+    if missing or extra:
+        raise PortableError(f"checkpoint {checkpoint.path} does not fit this model: missing "
+                            f"{missing[:5]}, unexpected {extra[:5]}")
+    for name, param in params.items():
+        param.set_data(checkpoint.params[name])
+    # states and counters from the checkpoint; hyper-parameters from the caller's trainer
+    trainer.set_states(checkpoint.states, str(checkpoint.path), restore_optimizer=False)
+    manifest = checkpoint.manifest
+    random.set_state(manifest["rng"])
+    if manifest.get("data") is not None and hasattr(train_data, "load_state_dict"):
+        train_data.load_state_dict(manifest["data"])
+    if early_stopping is not None and manifest.get("early_stopping"):
+        early_stopping.load_state_dict(manifest["early_stopping"])
+    run.epoch, run.step = checkpoint.epoch, checkpoint.step
+    run.history = list(manifest.get("history", []))
+    partial = manifest.get("partial") or {}
+    run.loss_sum = float(partial.get("loss_sum", 0.0))
+    run.loss_count = int(partial.get("loss_count", 0))
+    if run.loss_count:
+        _set_metric_sums(train_metric, partial.get("metric_sums", []))
+    result["resumed_from"] = str(checkpoint.path)
+    result["refused_checkpoints"] = checkpoint.refused
+    log.info("resumed from %s (epoch %d, step %d)", checkpoint.path, run.epoch, run.step)
+
+
+def _progress(train_data: Any, run: _Run, epochs: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    try:
+        total = len(train_data)
+    except TypeError:
+        total = None
+    done = 0
+    if hasattr(train_data, "state_dict"):
+        done = int(train_data.state_dict().get("batches_done", 0))
+    return tqdm(total=total, initial=done, desc=f"epoch {run.epoch + 1}/{epochs}",
+                unit="batch", leave=False, file=sys.stderr, dynamic_ncols=True)
+
+
+def _log_epoch(record: dict, epochs: int) -> None:
+    parts = [f"{k}={v:.4f}" for k, v in record.items()
+             if k not in ("epoch", "step", "seconds") and isinstance(v, float)
+             and not math.isnan(v)]
+    line = (f"epoch {record['epoch']}/{epochs}: " + " ".join(parts)
+            + f" ({record['seconds']:.1f} s)")
+    log.info(line)
