@@ -1,0 +1,435 @@
+"""Collective requests pushed to the engine and carried out, fused and prioritised, by one
+background thread per store (Horovod's design on MPI, with MXNet's engine as the front end).
+
+A request (allreduce or broadcast of one key's array) becomes two engine ops:
+
+* ``mark`` (reads the array, never blocks): runs as soon as the array's producer (e.g. the
+  backward op of that layer) finished, and tells the background thread the data is ready;
+* ``wait`` (writes the array): blocks until the background thread has reduced it, so every
+  later reader of the array is ordered after the communication by the engine's variables.
+
+Stages of one round of the background thread:
+
+1. **negotiate**: one tiny ``Iallreduce(MIN)`` of a vector with, per (key, kind) slot, 0 (not
+   ready here), ``PHANTOM`` (this rank joined and has nothing to send: it contributes zeros)
+   or ``1 + code(priority)`` (ready). A slot is agreed when its minimum is not 0; the minimum
+   also carries the priority. The header says whether every rank joined, whether any rank
+   still has a real request, and how many keys every rank registered (the next vector's size);
+2. **plan**: the agreed slots, sorted by (priority, slot), are fused into buckets and large
+   tensors sliced (:mod:`portable.kvstore.fusion`);
+3. **reduce** each bucket with the reducer (flat ``Allreduce``, two-level, or compressed), then
+   complete its requests, which releases their ``wait`` ops.
+
+Invariants: the agreed set, the plan and the collective calls are functions of the negotiation
+result only, so every rank calls the same collectives in the same order whatever the timing;
+a rank negotiates only when it has a ready request or joined, so an idle rank costs nothing;
+requests of the same slot complete in push order.
+
+Example (one process; under ``mpiexec`` every rank runs the same code):
+    >>> q = CollectiveQueue(comm, watchdog, FlatReducer(comm), "dist_sync")   # doctest: +SKIP
+    >>> q.register("w", (2,), "float32"); q.allreduce("w", grad, priority=0)  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from portable.engine import get_engine
+from portable.errors import PortableError
+from portable.kvstore.comm import import_mpi, poll
+from portable.kvstore.fusion import DEFAULT_BUCKET_MB, FusionBuffers, plan_buckets
+
+ALLREDUCE, BROADCAST = 0, 1
+KIND_NAMES = ("allreduce", "broadcast")
+PHANTOM = np.iinfo(np.int32).max
+_PRIORITY_ZERO = 1 << 29
+_HEADER = 3  # [all ranks joined, no rank has a real request, registered keys]
+MARK_DEVICE = "kvstore:mark"
+WAIT_DEVICES = tuple(f"kvstore:wait{i}" for i in range(4))
+
+
+def priority_code(priority: int) -> int:
+    """1 + a non-negative code that is smaller for a higher priority (MIN picks the most urgent)."""
+    return 1 + _PRIORITY_ZERO - max(-_PRIORITY_ZERO + 1, min(_PRIORITY_ZERO - 1, int(priority)))
+
+
+class FlatReducer:
+    """Reduce a bucket with one collective over ``comm`` (``Allreduce``, or with a compressor an
+    ``Allgather`` of the payloads followed by a local decode-and-sum)."""
+
+    def __init__(self, comm: Any, compressor: Any = None) -> None:
+        self.comm = comm
+        self.compressor = compressor
+        self.MPI = import_mpi()
+
+    def allreduce(self, buffer: np.ndarray, pieces: list) -> None:
+        """Sum ``buffer`` over the ranks, in place.
+
+        Args:
+            buffer: the packed (or in-place) data of one bucket.
+            pieces: per piece ``(residual_key or None, tensor numel, start, offset, size)``.
+        """
+        if self.compressor is not None and buffer.dtype == np.float32:
+            compressed_allreduce(self.comm, self.compressor, buffer, pieces)
+        else:
+            self.comm.Allreduce(self.MPI.IN_PLACE, buffer, op=self.MPI.SUM)
+
+    def broadcast(self, buffer: np.ndarray, root: int) -> None:
+        self.comm.Bcast(buffer, root=root)
+
+
+def compressed_allreduce(comm: Any, compressor: Any, buffer: np.ndarray, pieces: list) -> None:
+    """Allgather every rank's compressed payload and sum the decoded values in rank order."""
+    sizes = [compressor.payload_nbytes(p[4]) for p in pieces]
+    total = sum(sizes)
+    send = np.empty(total, np.uint8)
+    at = 0
+    for (key, numel, start, offset, size), nbytes in zip(pieces, sizes):
+        compressor.encode(buffer[offset:offset + size], send[at:at + nbytes], key, numel, start)
+        at += nbytes
+    gathered = np.empty(comm.Get_size() * total, np.uint8)
+    comm.Allgather(send, gathered)
+    buffer[:] = 0
+    for rank in range(comm.Get_size()):
+        at = rank * total
+        for (_, _, _, offset, size), nbytes in zip(pieces, sizes):
+            compressor.decode_add(gathered[at:at + nbytes], buffer[offset:offset + size])
+            at += nbytes
+
+
+class _Request:
+    __slots__ = ("slot", "key", "priority", "host", "ready_at", "done", "error")
+
+    def __init__(self, slot: int, key: Any, priority: int) -> None:
+        self.slot = slot
+        self.key = key
+        self.priority = priority
+        self.host: np.ndarray | None = None  # flat host view of the data, set when ready
+        self.ready_at: float | None = None
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+
+class CollectiveQueue:
+    """Fused, prioritised collectives over ``comm``, driven by engine ops.
+
+    Args:
+        comm: an MPI communicator used only by this queue's thread.
+        watchdog: the process's :class:`~portable.kvstore.comm.Watchdog`.
+        reducer: how a bucket is summed (``FlatReducer``, ``TwoLevelReducer`` ...).
+        name: the store name, in op names and errors.
+        bucket_mb: fusion bucket size in MB (0: one call per tensor, no slicing).
+        cycle_ms: how long a round waits for more requests to become ready when the previous
+            round agreed on nothing.
+    """
+
+    def __init__(self, comm: Any, watchdog: Any, reducer: Any, name: str,
+                 bucket_mb: float = DEFAULT_BUCKET_MB, cycle_ms: float = 0.5) -> None:
+        self.MPI = import_mpi()
+        self.comm = comm
+        self.reducer = reducer
+        self.name = name
+        self.bucket_bytes = float(bucket_mb) * (1 << 20)
+        self.cycle_s = float(cycle_ms) / 1000.0
+        self._watchdog = watchdog
+        self._cond = threading.Condition()
+        self._keys: list[tuple[Any, tuple, int, np.dtype]] = []  # index -> key, shape, size, dtype
+        self._index: dict[Any, int] = {}
+        self._pending: dict[int, deque[_Request]] = {}
+        self._ready = 0             # pending requests whose data is ready
+        self._real = 0              # pending requests (ready or not)
+        self._agreed_keys = 0       # keys every rank registered (from the last round)
+        self._new_info = False      # something became ready since the last round
+        self._joined = False
+        self._join_done: threading.Event | None = None
+        self._join_root = 0
+        self._completed = 0         # real requests completed since the last join
+        self._last_round = time.monotonic()
+        self._failure: BaseException | None = None
+        self._stopped = False
+        self._buffers = FusionBuffers()
+        self._scratch = FusionBuffers()
+        self.stats = {"rounds": 0, "buckets": 0, "bytes": 0, "busy_s": 0.0}
+        self._thread = threading.Thread(target=self._loop, daemon=True,
+                                        name=f"portable-kv-{name}")
+        self._thread.start()
+        watchdog.sources.append(self)
+
+    # -- keys --------------------------------------------------------------------------------
+    def register(self, key: Any, shape: tuple, dtype: Any) -> int:
+        """Give ``key`` the next slot index (every rank registers keys in the same order)."""
+        with self._cond:
+            if key in self._index:
+                return self._index[key]
+            self._index[key] = len(self._keys)
+            shape = tuple(int(s) for s in shape)
+            self._keys.append((key, shape, int(np.prod(shape, dtype=np.int64)), np.dtype(dtype)))
+            self._new_info = True
+            self._cond.notify_all()
+            return self._index[key]
+
+    # -- requests (called by the program's thread) -----------------------------------------
+    def allreduce(self, key: Any, array: Any, priority: int = 0) -> None:
+        """Sum ``array`` over the ranks, in place, as engine ops (returns at once)."""
+        self._submit(ALLREDUCE, key, array, priority)
+
+    def broadcast(self, key: Any, array: Any, priority: int = 0) -> None:
+        """Overwrite ``array`` with rank 0's, in place, as engine ops. (Always rank 0: a rank
+        that joined cannot be the source, and the negotiation knows that rank 0 is.)"""
+        self._submit(BROADCAST, key, array, priority)
+
+    def _submit(self, kind: int, key: Any, array: Any, priority: int) -> None:
+        index = self._index.get(key)
+        if index is None:
+            raise PortableError(f"kvstore {self.name}: key {key!r} was not initialised")
+        _, shape, _, dtype = self._keys[index]
+        if tuple(array.shape) != shape or array.dtype != dtype:
+            raise PortableError(f"kvstore {self.name}: key {key!r} was initialised as "
+                                f"{dtype}{list(shape)}, got {array.dtype}{list(array.shape)}")
+        if self._failure is not None:
+            raise PortableError(f"kvstore {self.name}: communication stopped after an error: "
+                                f"{self._failure}") from self._failure
+        if self._stopped:
+            raise PortableError(f"kvstore {self.name}: the store was closed")
+        request = _Request(2 * index + kind, key, priority)
+        backend = array.device.backend
+        with self._cond:
+            self._pending.setdefault(request.slot, deque()).append(request)
+            self._real += 1
+
+        def mark() -> None:
+            host = np.asarray(backend.to_numpy(array._data))
+            if not host.flags.c_contiguous:
+                host = np.ascontiguousarray(host)
+            with self._cond:
+                request.host = host.reshape(-1)
+                request.ready_at = time.monotonic()
+                self._ready += 1
+                self._new_info = True
+                self._cond.notify_all()
+
+        def wait() -> None:
+            request.done.wait()
+            if request.error is not None:
+                raise request.error
+            data = array._data
+            if not np.may_share_memory(np.asarray(backend.to_numpy(data)), request.host):
+                backend.copy_into(data, backend.from_numpy(request.host.reshape(shape)))
+
+        engine = get_engine()
+        label = f"kv.{self.name}.{KIND_NAMES[kind]}[{key}]"
+        engine.push(mark, reads=[array._var], device=MARK_DEVICE, priority=priority,
+                    name=label + ".mark")
+        engine.push(wait, reads=[array._var], writes=[array._var],
+                    device=WAIT_DEVICES[index % len(WAIT_DEVICES)], priority=priority, name=label)
+
+    def join(self) -> int:
+        """Contribute zeros to the other ranks' requests until every rank joined (blocks).
+
+        Returns:
+            The rank that completed the most requests since the previous join (the one whose
+            replica saw every step: the others may copy its state).
+        """
+        done = threading.Event()
+        with self._cond:
+            self._join_done = done
+            self._joined = True
+            self._cond.notify_all()
+        while not done.wait(0.05):
+            if self._failure is not None:
+                raise PortableError(f"kvstore {self.name}: join failed: {self._failure}")
+        return self._join_root
+
+    def drain(self) -> None:
+        """Block until every request pushed so far completed."""
+        with self._cond:
+            while self._real and self._failure is None:
+                self._cond.wait(0.05)
+
+    def close(self) -> None:
+        """Finish the pushed requests and stop the thread."""
+        self.drain()
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5.0)
+        if self in self._watchdog.sources:
+            self._watchdog.sources.remove(self)
+
+    # -- watchdog source -----------------------------------------------------------------
+    def oldest_wait(self) -> tuple[str, Any, float] | None:
+        with self._cond:
+            if self._joined:
+                return (f"{self.name} join (the other ranks have not all joined)", None,
+                        self._last_round)
+            oldest = None
+            for queue in self._pending.values():
+                head = queue[0] if queue else None
+                if head is not None and head.ready_at is not None and (
+                        oldest is None or head.ready_at < oldest.ready_at):
+                    oldest = head
+        if oldest is None:
+            return None
+        return (f"{self.name} {KIND_NAMES[oldest.slot % 2]} (every rank must push it)",
+                oldest.key, oldest.ready_at)
+
+    def status(self) -> dict:
+        now = time.monotonic()
+        with self._cond:
+            pending = [{"key": r.key if isinstance(r.key, (int, str)) else str(r.key),
+                        "kind": KIND_NAMES[r.slot % 2], "ready": r.ready_at is not None,
+                        "seconds": None if r.ready_at is None else round(now - r.ready_at, 2)}
+                       for q in self._pending.values() for r in q]
+            return {"store": self.name, "joined": self._joined, "pending": pending}
+
+    # -- the background thread -------------------------------------------------------------
+    def _loop(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while not self._stopped and not (self._ready or self._joined):
+                        self._cond.wait()
+                    if self._stopped:
+                        return
+                    if not self._new_info:  # the last round agreed on nothing new
+                        self._cond.wait(self.cycle_s)
+                    self._new_info = False
+                    vector = self._vector()
+                request = self.comm.Iallreduce(self.MPI.IN_PLACE, vector, op=self.MPI.MIN)
+                poll(request)
+                self._last_round = time.monotonic()
+                self.stats["rounds"] += 1
+                self._process(vector)
+        except BaseException as exc:  # noqa: BLE001 - fail every waiter instead of hanging
+            self._fail(exc)
+
+    def _vector(self) -> np.ndarray:
+        """This rank's negotiation vector (called with the lock held)."""
+        slots = 2 * self._agreed_keys
+        vector = np.zeros(_HEADER + slots, np.int32)
+        vector[0] = 1 if self._joined else 0
+        vector[1] = 0 if self._real else 1
+        vector[2] = len(self._keys)
+        for slot in range(slots):
+            queue = self._pending.get(slot)
+            head = queue[0] if queue else None
+            if head is not None:
+                vector[_HEADER + slot] = (priority_code(head.priority)
+                                          if head.ready_at is not None else 0)
+            elif self._joined and not (slot % 2 == BROADCAST and self.comm.Get_rank() == 0):
+                # (rank 0, the source of broadcasts, cannot stand in with zeros)
+                vector[_HEADER + slot] = PHANTOM  # a joined rank takes part with zeros
+        if len(self._keys) > self._agreed_keys:
+            self._new_info = True  # the next round can cover the newly registered keys
+        return vector
+
+    def _process(self, vector: np.ndarray) -> None:
+        all_joined, nobody_real = vector[0] == 1, vector[1] == 1
+        self._agreed_keys = int(vector[2])
+        if all_joined and nobody_real:
+            self._finish_join()
+            return
+        codes = vector[_HEADER:]
+        agreed = [(int(codes[s]), s) for s in np.flatnonzero((codes > 0) & (codes < PHANTOM))]
+        if not agreed:
+            return
+        started = time.perf_counter()
+        agreed.sort()
+        with self._cond:
+            heads = {s: self._pending[s][0] for _, s in agreed
+                     if self._pending.get(s) and self._pending[s][0].ready_at is not None}
+        run: list[int] = []
+        for _, slot in agreed:
+            if slot % 2 == ALLREDUCE:
+                run.append(slot)
+                continue
+            self._reduce_run(run, heads)
+            run = []
+            self._broadcast(slot, heads.get(slot))
+        self._reduce_run(run, heads)
+        self.stats["busy_s"] += time.perf_counter() - started
+
+    def _reduce_run(self, slots: list[int], heads: dict) -> None:
+        if not slots:
+            return
+        items = [(s, self._keys[s // 2][2], self._keys[s // 2][3]) for s in slots]
+        remaining = {s: self._keys[s // 2][2] for s in slots}
+        for bucket in plan_buckets(items, self.bucket_bytes):
+            pieces: list = []
+            if bucket.in_place:
+                seg = bucket.segments[0]
+                head = heads.get(seg.slot)
+                if head is not None:
+                    buffer = head.host[seg.start:seg.stop]
+                else:
+                    buffer = self._scratch.get(bucket.dtype, bucket.numel)
+                    buffer[:] = 0
+            else:
+                buffer = self._buffers.get(bucket.dtype, bucket.numel)
+                for seg in bucket.segments:
+                    head = heads.get(seg.slot)
+                    target = buffer[seg.offset:seg.offset + seg.size]
+                    if head is not None:
+                        target[:] = head.host[seg.start:seg.stop]
+                    else:
+                        target[:] = 0
+            for seg in bucket.segments:  # phantom pieces (None) keep no compression residual
+                pieces.append((seg.slot if seg.slot in heads else None,
+                               self._keys[seg.slot // 2][2], seg.start, seg.offset, seg.size))
+            self.reducer.allreduce(buffer, pieces)
+            self.stats["buckets"] += 1
+            self.stats["bytes"] += bucket.nbytes
+            for seg in bucket.segments:
+                head = heads.get(seg.slot)
+                if head is not None and not bucket.in_place:
+                    head.host[seg.start:seg.stop] = buffer[seg.offset:seg.offset + seg.size]
+                remaining[seg.slot] -= seg.size
+                if remaining[seg.slot] == 0:
+                    self._complete(seg.slot, head)
+
+    def _broadcast(self, slot: int, head: _Request | None) -> None:
+        _, _, numel, dtype = self._keys[slot // 2]
+        buffer = head.host if head is not None else self._scratch.get(dtype, numel)
+        self.reducer.broadcast(buffer, 0)
+        self._complete(slot, head)
+
+    def _complete(self, slot: int, head: _Request | None) -> None:
+        if head is None:
+            return
+        with self._cond:
+            self._pending[slot].popleft()
+            self._ready -= 1
+            self._real -= 1
+            self._completed += 1
+            self._cond.notify_all()
+        head.done.set()
+
+    def _finish_join(self) -> None:
+        """Every rank joined and nothing is left: agree on the most advanced rank and return."""
+        counts = np.zeros(self.comm.Get_size(), np.int64)
+        self.comm.Allgather(np.array([self._completed], np.int64), counts)
+        self._join_root = int(np.argmax(counts))
+        with self._cond:
+            self._joined = False
+            self._completed = 0
+            done, self._join_done = self._join_done, None
+        if done is not None:
+            done.set()
+
+    def _fail(self, exc: BaseException) -> None:
+        error = PortableError(f"kvstore {self.name}: communication failed on rank "
+                              f"{self.comm.Get_rank()}: {type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        with self._cond:
+            self._failure = error
+            requests = [r for q in self._pending.values() for r in q]
+            self._pending.clear()
+            self._real = self._ready = 0
+            self._cond.notify_all()
+        for request in requests:
+            request.error = error
+            request.done.set()

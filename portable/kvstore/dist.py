@@ -1,0 +1,30 @@
+"""The distributed stores' names (imported by ``portable.kvstore``: no MPI at import time).
+
+Each entry is imported on first ``create``; mpi4py is imported only then.
+
+* ``dist_sync`` (``dist_sync_device``, ``dist_device_sync``): fused, prioritised allreduce;
+* ``dist_sync_hierarchical`` (``dist_hier``): the same with a two-level reduction;
+* ``dist_async`` (``dist_device_async``): parameter servers on dedicated ranks, optionally with
+  allreduce groups of workers (the MXNET-MPI hybrid).
+
+Example:
+    >>> from portable.kvstore import kvstores
+    >>> kvstores["dist_sync"]
+    'portable.kvstore.dist_sync:DistSyncKVStore'
+"""
+from __future__ import annotations
+
+from portable.kvstore import register
+
+_SYNC = "portable.kvstore.dist_sync:DistSyncKVStore"
+_HIER = "portable.kvstore.hierarchical:HierarchicalKVStore"
+_ASYNC = "portable.kvstore.dist_async:DistAsyncKVStore"
+
+STORES = {
+    "dist_sync": _SYNC, "dist_sync_device": _SYNC, "dist_device_sync": _SYNC,
+    "dist_sync_hierarchical": _HIER, "dist_hier": _HIER,
+    "dist_async": _ASYNC, "dist_device_async": _ASYNC,
+}
+
+for _name, _target in STORES.items():
+    register(_name, _target)

@@ -1,0 +1,168 @@
+"""``dist_sync``: synchronous data parallelism over MPI (MXNet's ``dist_sync`` KVStore, carried
+out as Horovod-style fused, prioritised allreduce).
+
+Every worker holds a full replica. ``pushpull`` sums each key over the workers in place (an
+engine op pair per key, see :mod:`portable.kvstore.collective`), so the communication of the
+last layers' gradients starts while backward still computes the first layers'; with an
+optimizer on the store every worker applies the same update to its replica. ``init`` makes
+every worker start from rank 0's value. Values are *summed* (MXNet's contract): to train as one
+process would on the combined batch, pass the global batch size to ``Trainer.step``.
+
+Environment: ``PORTABLE_KV_BUCKET_MB`` (fusion bucket, default 25), ``PORTABLE_KV_CYCLE_MS``
+(negotiation cycle, default 0.5), ``PORTABLE_KV_TIMEOUT`` (seconds before a missing rank stops
+the job, default 300).
+
+Example (run under ``portable launch -n 2 -- python script.py``):
+    >>> kv = pt.kv.create("dist_sync")                          # doctest: +SKIP
+    >>> kv.init(0, pt.nd.zeros((2,)))                           # doctest: +SKIP
+    >>> g = pt.nd.ones((2,)); kv.pushpull(0, g); g.asnumpy()    # doctest: +SKIP
+    array([2., 2.], dtype=float32)
+"""
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+import numpy as np
+
+from portable.errors import PortableError, SerializationError
+from portable.kvstore.base import KVStore, _pairs
+from portable.kvstore.collective import CollectiveQueue, FlatReducer
+from portable.kvstore.comm import WorkerCollectives, env_float, get_communicator, poll
+from portable.kvstore.compression import create_compressor
+from portable.kvstore.fusion import DEFAULT_BUCKET_MB
+
+
+class DistSyncKVStore(WorkerCollectives, KVStore):
+    """Synchronous allreduce store over the MPI workers.
+
+    Args:
+        name: the store type (``dist_sync``, ``dist_sync_device`` ...).
+        bucket_size_mb: fusion bucket size (default ``PORTABLE_KV_BUCKET_MB`` or 25; 0: one
+            collective per tensor, no slicing).
+        cycle_ms: negotiation cycle (default ``PORTABLE_KV_CYCLE_MS`` or 0.5).
+    """
+
+    default_update_on_kvstore = False
+
+    def __init__(self, name: str = "dist_sync", bucket_size_mb: float | None = None,
+                 cycle_ms: float | None = None) -> None:
+        super().__init__(name)
+        self._comm = get_communicator()
+        if self._comm.is_server:
+            raise PortableError(f"kvstore {name}: rank {self._comm.rank} is a parameter server "
+                                f"(PORTABLE_KV_SERVERS={self._comm.num_servers}); only workers "
+                                f"create stores")
+        workers = self._comm.workers
+        self._main = workers.Dup()  # collectives of the program's thread (checks, barrier)
+        data = workers.Dup()        # collectives of the store's background thread
+        if bucket_size_mb is None:
+            bucket_size_mb = env_float("PORTABLE_KV_BUCKET_MB", DEFAULT_BUCKET_MB,
+                                       allow_zero=True)
+        if cycle_ms is None:
+            cycle_ms = env_float("PORTABLE_KV_CYCLE_MS", 0.5)
+        self._queue = CollectiveQueue(data, self._comm.watchdog, self._make_reducer(data), name,
+                                      bucket_mb=bucket_size_mb, cycle_ms=cycle_ms)
+        self._single = self.num_workers == 1
+        self._comm.watchdog.exit_hooks.append(self.close)
+        self._closed = False
+
+    def _make_reducer(self, comm: Any) -> Any:
+        """How a bucket is summed over ``comm`` (the hierarchical store overrides this)."""
+        return FlatReducer(comm)
+
+    @property
+    def stats(self) -> dict:
+        """Communication counters: negotiation rounds, buckets, bytes reduced, busy seconds."""
+        return dict(self._queue.stats)
+
+    # -- pipeline hooks ------------------------------------------------------------------------
+    def _broadcast_init(self, key: Any, value: Any) -> Any:
+        self._comm.watchdog.api_call("init")
+        if self._single:
+            return value
+        self._queue.register(key, value.shape, value.dtype)
+        self._check_same_key(key, value)
+        self._queue.broadcast(key, value, priority=0)
+        return value
+
+    def _global_reduce(self, key: Any, merged: Any, priority: int) -> Any:
+        self._comm.watchdog.api_call("push")
+        if not self._single:  # one worker: the same script runs with no communication
+            self._queue.allreduce(key, merged, priority)
+        return merged
+
+    def push(self, key: Any, value: Any, priority: int = 0) -> None:
+        """Sum each key's values over devices and workers into the store (the pushed arrays
+        are left unchanged)."""
+        for k, values in _pairs(key, value, "push"):
+            self._check_key(k, "push")
+            merged = self._reduce(k, values)
+            if any(merged is v for v in values):
+                merged = merged.copy()  # the allreduce works in place
+            self._apply(k, self._global_reduce(k, merged, priority))
+
+    def set_gradient_compression(self, compression_params: dict) -> None:
+        """Compress gradients before they travel: ``{"type": "fp16"}`` or ``{"type": "2bit",
+        "threshold": 0.5}`` (with error feedback). Call it on every worker before pushing."""
+        self._queue.reducer.compressor = create_compressor(compression_params)
+        self._compression = dict(compression_params or {})
+
+    # -- uneven data, checkpoints --------------------------------------------------------------
+    def join(self) -> int:
+        """Call when this worker has no more batches: it takes part in the other workers'
+        reductions with zeros until every worker joined, then returns.
+
+        Returns:
+            The rank that completed the most reductions (its replica saw every step); see
+            :func:`portable.distributed.join` to copy its parameters to every worker.
+        """
+        self._comm.watchdog.api_call("join")
+        return self._queue.join()
+
+    def save_optimizer_states(self, fname: str, dump_optimizer: bool = False) -> None:
+        """Rank 0 writes the (identical) optimizer states; every worker waits for the file."""
+        self._require_updater("save_optimizer_states")
+        if self.rank == 0:
+            self._updater.save(fname, dump_optimizer)
+        self.barrier()
+
+    def load_optimizer_states(self, fname: str) -> None:
+        """Rank 0 reads the states file and sends it to every worker (no shared disk needed)."""
+        self._require_updater("load_optimizer_states")
+        data, error = None, f"{fname}: rank 0 could not read the optimizer states"
+        if self.rank == 0:
+            try:
+                with open(fname, "rb") as handle:
+                    data = handle.read()
+            except OSError as exc:
+                error = f"{fname}: cannot read optimizer states: {exc.strerror}"
+        data = self.broadcast_bytes(data)  # empty on every rank when rank 0 failed
+        if not data:
+            raise SerializationError(error)
+        self._updater.set_states(data, str(fname))
+        self._optimizer = self._updater.optimizer
+
+    def close(self) -> None:
+        """Finish pending communication and stop the store's thread (also run at exit)."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._comm.watchdog.waiting(f"{self.type} close (pending requests)"):
+            self._queue.close()
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _check_same_key(self, key: Any, value: Any) -> None:
+        """Every worker must initialise the same keys, shapes and dtypes in the same order."""
+        described = json.dumps([key, list(value.shape), str(value.dtype)])
+        mine = np.array([zlib.crc32(described.encode())], np.int64)
+        every = np.empty(self.num_workers, np.int64)
+        with self._comm.watchdog.waiting(f"{self.type} init", key):
+            poll(self._main.Iallgather(mine, every))
+        differ = [r for r in range(self.num_workers) if every[r] != every[0]]
+        if differ:
+            raise PortableError(f"kvstore {self.type}: workers disagree on key #"
+                                f"{len(self._store)}: rank(s) {differ} initialised another key, "
+                                f"shape or dtype than rank 0 (this rank, {self.rank}: "
+                                f"{described})")

@@ -1,0 +1,135 @@
+"""Tensor fusion (Horovod) and slicing (P3): which pieces of which tensors travel together.
+
+Stages of :func:`plan_buckets`, given the requests every rank agreed to reduce now, in the order
+they must go (highest priority first):
+
+1. a tensor larger than the bucket is cut into bucket-sized slices, each its own single-piece
+   bucket (reduced in place in the tensor's memory: no copy), so that a huge tensor cannot hold
+   back a more urgent one and the slices can be pipelined;
+2. smaller tensors of the same dtype are packed, in order, into one bucket until the next one
+   would overflow it; one collective call then reduces the whole bucket;
+3. a bucket holding a single piece is marked in-place (no packing copy).
+
+Invariants: every element of every request is in exactly one bucket; the plan depends only on
+the agreed requests (order, sizes, dtypes) and the bucket size, so every rank computes the same
+plan and the collective calls match.
+
+Example:
+    >>> plan = plan_buckets([(0, 10, "float32"), (1, 10, "float32"), (2, 100, "float32")], 80)
+    >>> [[(s.slot, s.start, s.stop) for s in b.segments] for b in plan][:3]
+    [[(0, 0, 10), (1, 0, 10)], [(2, 0, 20)], [(2, 20, 40)]]
+    >>> len(plan)
+    6
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+DEFAULT_BUCKET_MB = 25.0
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Elements ``[start, stop)`` of request ``slot``, at element ``offset`` of its bucket."""
+
+    slot: Any
+    start: int
+    stop: int
+    offset: int
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass
+class Bucket:
+    """Pieces reduced by one collective call (all of one dtype)."""
+
+    dtype: np.dtype
+    segments: list[Segment] = field(default_factory=list)
+    numel: int = 0
+
+    @property
+    def in_place(self) -> bool:
+        """A single piece is reduced in its tensor's own memory (no packing)."""
+        return len(self.segments) == 1
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+    def add(self, slot: Any, start: int, stop: int) -> None:
+        self.segments.append(Segment(slot, start, stop, self.numel))
+        self.numel += stop - start
+
+
+def plan_buckets(requests: Sequence[tuple[Any, int, Any]], bucket_bytes: float) -> list[Bucket]:
+    """Group agreed requests into buckets.
+
+    Args:
+        requests: ``(slot, numel, dtype)`` in the order they must be reduced.
+        bucket_bytes: the bucket size; 0 or less: no fusion and no slicing (one call per
+            tensor).
+
+    Returns:
+        The buckets, in the order their collectives must be called.
+    """
+    plan: list[Bucket] = []
+    open_buckets: dict[np.dtype, Bucket] = {}
+    for slot, numel, dtype in requests:
+        dtype = np.dtype(dtype)
+        numel = int(numel)
+        if bucket_bytes <= 0:
+            single = Bucket(dtype)
+            single.add(slot, 0, numel)
+            plan.append(single)
+            continue
+        capacity = max(1, int(bucket_bytes // dtype.itemsize))
+        if numel > capacity:
+            pending = open_buckets.pop(dtype, None)
+            if pending is not None:  # keep priority order: what came first goes first
+                plan.append(pending)
+            for start in range(0, numel, capacity):
+                piece = Bucket(dtype)
+                piece.add(slot, start, min(start + capacity, numel))
+                plan.append(piece)
+            continue
+        current = open_buckets.get(dtype)
+        if current is not None and current.numel + numel > capacity:
+            plan.append(open_buckets.pop(dtype))
+            current = None
+        if current is None:
+            current = open_buckets[dtype] = Bucket(dtype)
+        current.add(slot, 0, numel)
+    plan.extend(open_buckets.values())
+    return plan
+
+
+class FusionBuffers:
+    """One reusable packing buffer per dtype, grown on demand (owned by one thread)."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[np.dtype, np.ndarray] = {}
+
+    def get(self, dtype: Any, numel: int) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        buffer = self._buffers.get(dtype)
+        if buffer is None or buffer.size < numel:
+            buffer = self._buffers[dtype] = np.empty(max(numel, 1), dtype)
+        return buffer[:numel]
+
+
+def pack(bucket: Bucket, flats: dict, out: np.ndarray) -> None:
+    """Copy each piece of ``bucket`` from its flat tensor (``flats[slot]``) into ``out``."""
+    for seg in bucket.segments:
+        out[seg.offset:seg.offset + seg.size] = flats[seg.slot][seg.start:seg.stop]
+
+
+def unpack(bucket: Bucket, flats: dict, buffer: np.ndarray) -> None:
+    """Copy each reduced piece back from ``buffer`` into its flat tensor."""
+    for seg in bucket.segments:
+        flats[seg.slot][seg.start:seg.stop] = buffer[seg.offset:seg.offset + seg.size]

@@ -1,0 +1,55 @@
+"""Data and helpers shared by the rank scripts and the tests that check their results.
+
+The rank scripts import this file by path (they run under ``mpiexec`` with the repository on
+``sys.path``); the tests import it as ``tests.kvstore.mpi_scripts.common``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+
+LINEAR = {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01}
+PER_RANK_BATCH = 4
+
+
+def linear_problem(workers: int, seed: int = 0):
+    """A least-squares problem: initial weight (3, 4) and a global batch of 4 rows per worker."""
+    rng = np.random.default_rng(seed)
+    w0 = rng.normal(size=(3, 4)).astype(np.float32)
+    x = rng.normal(size=(PER_RANK_BATCH * workers, 4)).astype(np.float32)
+    t = rng.normal(size=(PER_RANK_BATCH * workers, 3)).astype(np.float32)
+    return w0, x, t
+
+
+def shard_rows(rank: int, workers: int, length: int) -> np.ndarray:
+    return np.arange(rank, length, workers)
+
+
+def compression_data(rank: int, round_: int, size: int = 1000) -> np.ndarray:
+    return (0.3 * np.random.default_rng(1000 + 17 * rank + round_).normal(size=size)
+            ).astype(np.float32)
+
+
+def write_result(out_dir: str, rank: int, result: dict) -> None:
+    path = os.path.join(out_dir, f"rank{rank}.json")
+    with open(path + ".tmp", "w") as handle:
+        json.dump(result, handle)
+    os.replace(path + ".tmp", path)
+
+
+def read_results(out_dir: str, ranks: int) -> list[dict]:
+    results = []
+    for rank in range(ranks):
+        with open(os.path.join(out_dir, f"rank{rank}.json")) as handle:
+            results.append(json.load(handle))
+    return results
+
+
+def repo_on_path() -> None:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    if root not in sys.path:
+        sys.path.insert(0, root)

@@ -1,0 +1,213 @@
+"""Rank script: the dist_sync checks of tests/kvstore/test_dist_sync.py, run on every rank.
+
+Usage: sync_suite.py OUT_DIR CHECK[,CHECK...] [--local N]
+  --local N: one process playing N workers' combined batch with the local store (reference).
+Each rank writes OUT_DIR/rank<r>.json with one entry per check.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+common.repo_on_path()
+import numpy as np  # noqa: E402
+
+import portable as pt  # noqa: E402
+from portable import distributed, gluon  # noqa: E402
+from portable.gluon import Parameter, Trainer  # noqa: E402
+
+
+def check_api(kv) -> dict:
+    """init from rank 0, exact sums of fused/sliced keys, push/pull, broadcast_bytes."""
+    r, n = kv.rank, kv.num_workers
+    kv.init("a", pt.nd.array(np.full(3, r + 7, np.float32)))
+    a = pt.nd.zeros((3,))
+    kv.pull("a", out=a)
+    sizes = {0: 5, 1: 1, "big": 300_000, 3: 40_000}
+    keys = list(sizes)
+    kv.init(keys, [pt.nd.zeros((sizes[k],)) for k in keys])
+    values = [pt.nd.array(np.arange(sizes[k], dtype=np.float32) * (r + 1)) for k in keys]
+    for _ in range(2):  # twice: the second round reuses the plan and buffers
+        kv.pushpull(keys, values)
+    sums = {str(k): [float(v.asnumpy()[0]), float(v.asnumpy()[-1]),
+                     float(v.asnumpy().astype(np.float64).sum())] for k, v in zip(keys, values)}
+    single = []
+    for i in range(20):  # per-key calls with priorities, as the Trainer makes them
+        kv.init(f"s{i}", pt.nd.zeros((i + 1,)))
+        single.append(pt.nd.array(np.full(i + 1, r + i, np.float32)))
+    for i, value in enumerate(single):
+        kv.pushpull(f"s{i}", value, priority=-i)
+    pushed = pt.nd.array(np.full(5, r + 1, np.float32))
+    kv.push(0, pushed)
+    pulled = pt.nd.zeros((5,))
+    kv.pull(0, out=pulled)
+    out = pt.nd.zeros((1,))
+    kv.pushpull(1, pt.nd.array(np.array([r], np.float32)), out=out)
+    kv.barrier()
+    data = kv.broadcast_bytes(b"from rank %d" % (n - 1) if r == n - 1 else None, root=n - 1)
+    return {"a": a.asnumpy().tolist(),
+            "sums": sums,
+            "single": [s.asnumpy().tolist() for s in single],
+            "pushed_unchanged": pushed.asnumpy().tolist(), "pulled": pulled.asnumpy().tolist(),
+            "out": out.asnumpy().tolist(), "bytes": data.decode(), "rank": r, "workers": n,
+            "stats": kv.stats}
+
+
+def _linear_trainer(kvstore, w0):
+    param = Parameter("w", shape=w0.shape)
+    param.initialize(pt.init.Zero())
+    param.set_data(w0)
+    return param, Trainer([param], "sgd", dict(common.LINEAR), kvstore=kvstore)
+
+
+def _linear_steps(param, trainer, x, t, rows, steps, global_batch):
+    for _ in range(steps):
+        xb, tb = pt.nd.array(x[rows]), pt.nd.array(t[rows])
+        with pt.autograd.record():
+            diff = pt.nd.dot(xb, param.data().T) - tb
+            loss = (diff * diff).sum() * 0.5
+        loss.backward()
+        trainer.step(global_batch)
+
+
+def check_linear(kvstore, rank, workers, steps=4) -> dict:
+    """Least squares, SGD with momentum: compared with NumPy by the test."""
+    w0, x, t = common.linear_problem(workers)
+    param, trainer = _linear_trainer(kvstore, w0)
+    rows = common.shard_rows(rank, workers, len(x)) if rank >= 0 else np.arange(len(x))
+    _linear_steps(param, trainer, x, t, rows, steps, len(x))
+    return {"w": param.data().asnumpy().tolist()}
+
+
+def check_store_update(out_dir, rank, workers) -> dict:
+    """The optimizer applied on the store (update_on_kvstore), its states saved by rank 0 and
+    loaded back by every rank."""
+    w0, x, t = common.linear_problem(workers)
+    param = Parameter("w", shape=w0.shape)
+    param.initialize(pt.init.Zero())
+    param.set_data(w0)
+    trainer = Trainer([param], "sgd", dict(common.LINEAR), kvstore="dist_sync",
+                      update_on_kvstore=True)
+    rows = common.shard_rows(rank, workers, len(x))
+    _linear_steps(param, trainer, x, t, rows, 2, len(x))
+    path = os.path.join(out_dir, "store_states.safetensors")
+    trainer.kvstore.save_optimizer_states(path)
+    trainer.kvstore.load_optimizer_states(path)
+    _linear_steps(param, trainer, x, t, rows, 2, len(x))
+    return {"w": param.data().asnumpy().tolist(), "file": os.path.exists(path)}
+
+
+def check_uneven(kvstore, rank, workers) -> dict:
+    """Rank r takes 5 steps if r is even, else 3; then join: every replica equals the one that
+    took every step."""
+    w0, x, t = common.linear_problem(workers)
+    param, trainer = _linear_trainer(kvstore, w0)
+    rows = common.shard_rows(rank, workers, len(x))
+    _linear_steps(param, trainer, x, t, rows, 5 if rank % 2 == 0 else 3, len(x))
+    root = distributed.join(trainer)
+    return {"w": param.data().asnumpy().tolist(), "root": root}
+
+
+def check_mlp(kvstore, rank, workers, steps=4) -> dict:
+    """A two-layer MLP with Adam, compared by the test with a one-process run."""
+    pt.random.seed(3)
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(6 * workers, 7)).astype(np.float32)
+    y = rng.normal(size=(6 * workers, 3)).astype(np.float32)
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(16, activation="relu"), gluon.nn.Dense(3))
+    net.initialize(pt.init.Xavier())
+    net(pt.nd.zeros((1, 7)))
+    trainer = Trainer(net.collect_params(), "adam", {"learning_rate": 0.05}, kvstore=kvstore)
+    loss_fn = gluon.loss.L2Loss()
+    rows = common.shard_rows(rank, workers, len(x)) if rank >= 0 else np.arange(len(x))
+    for _ in range(steps):
+        with pt.autograd.record():
+            loss = loss_fn(net(pt.nd.array(x[rows])), pt.nd.array(y[rows]))
+        loss.backward()
+        trainer.step(len(x))
+    return {name: p.data().asnumpy().tolist() for name, p in
+            sorted(net.collect_params().items())}
+
+
+def check_compress(kind: str, rank: int) -> dict:
+    kv = pt.kv.create("dist_sync")
+    kv.set_gradient_compression({"type": kind} if kind == "fp16" else
+                                {"type": "2bit", "threshold": 0.5})
+    kv.init("c", pt.nd.zeros((1000,)))
+    sums = []
+    for round_ in range(3):
+        g = pt.nd.array(common.compression_data(rank, round_))
+        kv.pushpull("c", g)
+        sums.append(g.asnumpy().tolist())
+    return {"sums": sums}
+
+
+def check_checkpoint(out_dir: str, rank: int, workers: int) -> dict:
+    """3 linear steps, then rank 0 writes a checkpoint (every rank waits for it)."""
+    from portable.checkpoint import CheckpointManager
+
+    w0, x, t = common.linear_problem(workers)
+    param, trainer = _linear_trainer("dist_sync", w0)
+    rows = common.shard_rows(rank, workers, len(x))
+    _linear_steps(param, trainer, x, t, rows, 3, len(x))
+    manager = CheckpointManager(os.path.join(out_dir, "ckpt"))
+    written = distributed.save_on_root(trainer.kvstore, lambda: str(manager.save(
+        {"w": param.data().asnumpy()}, trainer.get_states(), {"epoch": 1, "step": 3})))
+    return {"written": written, "files": sorted(os.listdir(manager.directory))}
+
+
+def check_resume(out_dir: str, rank: int, workers: int) -> dict:
+    """Every rank resumes rank 0's checkpoint, then 3 more steps."""
+    from portable.checkpoint import CheckpointManager
+
+    w0, x, t = common.linear_problem(workers)
+    param, trainer = _linear_trainer("dist_sync", np.zeros_like(w0))
+    kv = pt.kv.create("dist_sync")
+    checkpoint = distributed.resume(kv, CheckpointManager(os.path.join(out_dir, "ckpt")))
+    param.set_data(checkpoint.params["w"])
+    trainer.set_states(checkpoint.states, str(checkpoint.path), restore_optimizer=False)
+    rows = common.shard_rows(rank, workers, len(x))
+    _linear_steps(param, trainer, x, t, rows, 3, len(x))
+    return {"w": param.data().asnumpy().tolist(), "step": checkpoint.step}
+
+
+def main() -> None:
+    out_dir, checks = sys.argv[1], sys.argv[2].split(",")
+    local = int(sys.argv[4]) if len(sys.argv) > 3 and sys.argv[3] == "--local" else 0
+    if local:
+        rank, workers, store = -1, local, "local"
+    else:
+        kv = pt.kv.create("dist_sync")
+        rank, workers, store = kv.rank, kv.num_workers, "dist_sync"
+    result = {}
+    for check in checks:
+        if check == "api":
+            result[check] = check_api(kv)
+        elif check in ("linear", "mlp"):
+            run = check_linear if check == "linear" else check_mlp
+            result[check] = run(store, rank, workers)
+        elif check == "hier_linear":
+            result[check] = check_linear("dist_sync_hierarchical", rank, workers)
+        elif check == "hier_api":
+            result[check] = check_api(pt.kv.create("dist_sync_hierarchical"))
+        elif check == "uneven":
+            result[check] = check_uneven(store, rank, workers)
+        elif check in ("2bit", "fp16"):
+            result[check] = check_compress(check, rank)
+        elif check == "store_update":
+            result[check] = check_store_update(out_dir, rank, workers)
+        elif check == "checkpoint":
+            result[check] = check_checkpoint(out_dir, rank, workers)
+        elif check == "resume":
+            result[check] = check_resume(out_dir, rank, workers)
+        else:
+            raise SystemExit(f"unknown check {check!r}")
+    common.write_result(out_dir, max(rank, 0), result)
+
+
+if __name__ == "__main__":
+    main()

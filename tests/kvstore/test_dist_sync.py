@@ -1,0 +1,201 @@
+"""dist_sync and dist_sync_hierarchical on 2 and 4 ranks on loopback: exact sums, training equal to
+NumPy and to one process on the combined batch, uneven batches with join, compression against
+NumPy closed forms, and checkpoints written by rank 0 and resumed by all.
+
+Each fixture launches one job that runs several checks (launching is the slow part); every test
+then checks one of them against a reference computed here.
+"""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.kvstore.mpi import SCRIPTS, check, needs_mpi, run_python, run_ranks
+from tests.kvstore.mpi_scripts import common
+
+pytestmark = needs_mpi
+SUITE = str(SCRIPTS / "sync_suite.py")
+
+
+def _suite(tmp_path_factory, workers: int, checks: str, env: dict | None = None):
+    out = tmp_path_factory.mktemp(f"sync{workers}")
+    check(run_ranks(workers, [SUITE, str(out), checks], env=env, timeout=150))
+    return out, common.read_results(str(out), workers)
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory):
+    # hier_api here: the ranks sharing memory (all of them) form one node
+    return _suite(tmp_path_factory, 2,
+                  "api,linear,mlp,uneven,2bit,fp16,checkpoint,store_update,hier_api")
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory):
+    # tiny buckets: the 300k-element key is cut into 5 slices and small keys are fused;
+    # pretend nodes of 2 ranks give the hierarchical store two levels on one machine
+    return _suite(tmp_path_factory, 4, "api,linear,mlp,hier_api,hier_linear,uneven",
+                  env={"PORTABLE_KV_BUCKET_MB": "0.25", "PORTABLE_KV_NODE_SIZE": "2"})
+
+
+def linear_reference(workers: int, steps: list[int]) -> np.ndarray:
+    """SGD with momentum and weight decay on least squares in float64; worker r takes
+    steps[r] steps, a worker that stopped contributes nothing."""
+    w0, x, t = common.linear_problem(workers)
+    lr, momentum, wd = (common.LINEAR[k] for k in ("learning_rate", "momentum", "wd"))
+    w, mom = w0.astype(np.float64), np.zeros(w0.shape)
+    for step in range(max(steps)):
+        rows = np.concatenate([common.shard_rows(r, workers, len(x))
+                               for r in range(workers) if steps[r] > step])
+        grad = (x[rows].astype(np.float64) @ w.T - t[rows]).T @ x[rows] / len(x) + wd * w
+        mom = momentum * mom - lr * grad
+        w = w + mom
+    return w
+
+
+def expected_api(workers: int) -> dict:
+    scale = workers * (workers + 1) / 2 * workers  # two rounds: sum of (r+1), then times n
+    sizes = {"0": 5, "1": 1, "big": 300_000, "3": 40_000}
+    return {k: [0.0, (n - 1) * scale, scale * (n - 1) * n / 2] for k, n in sizes.items()}
+
+
+def _check_api(results: list[dict], name: str, workers: int) -> None:
+    expected = expected_api(workers)
+    for r, result in enumerate(results):
+        api = result[name]
+        assert api["rank"] == r and api["workers"] == workers
+        assert api["a"] == [7.0] * 3  # every rank starts from rank 0's value
+        for key, (first, last, total) in expected.items():
+            assert api["sums"][key] == pytest.approx([first, last, total], rel=1e-12), key
+        for i, values in enumerate(api["single"]):
+            assert values == [float(sum(rank + i for rank in range(workers)))] * (i + 1)
+        assert api["pushed_unchanged"] == [float(r + 1)] * 5
+        assert api["pulled"] == [workers * (workers + 1) / 2] * 5
+        assert api["out"] == [workers * (workers - 1) / 2]
+        assert api["bytes"] == f"from rank {workers - 1}"
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_pushpull_sums_exactly_and_init_comes_from_rank_0(two, four, workers):
+    _, results = two if workers == 2 else four
+    _check_api(results, "api", workers)
+
+
+def test_small_keys_are_fused_into_fewer_collectives(two):
+    stats = two[1][0]["api"]["stats"]
+    # 4 list keys x 2 rounds + 20 per-key calls + 3 single calls = 31 reductions (plus the
+    # broadcasts of 25 inits): fusion packs them into fewer collective calls
+    assert 0 < stats["buckets"] < 31 + 25
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_trainer_on_dist_sync_matches_numpy_sgd(two, four, workers):
+    _, results = two if workers == 2 else four
+    expected = linear_reference(workers, [4] * workers)
+    for result in results:
+        np.testing.assert_allclose(result["linear"]["w"], expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_mlp_on_dist_sync_equals_one_process_on_the_combined_batch(two, four, tmp_path, workers):
+    _, results = two if workers == 2 else four
+    check(run_python([SUITE, str(tmp_path), "mlp", "--local", str(workers)]))
+    reference = common.read_results(str(tmp_path), 1)[0]["mlp"]
+    for result in results:
+        assert sorted(result["mlp"]) == sorted(reference)
+        for name, values in reference.items():
+            np.testing.assert_allclose(result["mlp"][name], values, rtol=1e-4, atol=1e-5,
+                                       err_msg=name)
+
+
+def test_optimizer_on_the_store_with_states_saved_and_loaded(two):
+    expected = linear_reference(2, [4, 4])
+    for result in two[1]:
+        assert result["store_update"]["file"]
+        np.testing.assert_allclose(result["store_update"]["w"], expected, rtol=1e-4,
+                                   atol=1e-5)
+
+
+def test_hierarchical_store_on_one_shared_memory_node(two):
+    _check_api(two[1], "hier_api", 2)
+
+
+def test_hierarchical_store_gives_the_flat_results(four):
+    _, results = four
+    _check_api(results, "hier_api", 4)
+    for result in results:
+        np.testing.assert_allclose(result["hier_linear"]["w"], result["linear"]["w"],
+                                   rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_uneven_batches_join_and_replicas_agree(two, four, workers):
+    _, results = two if workers == 2 else four
+    steps = [5 if r % 2 == 0 else 3 for r in range(workers)]
+    expected = linear_reference(workers, steps)
+    for result in results:
+        assert result["uneven"]["root"] == 0
+        np.testing.assert_allclose(result["uneven"]["w"], expected, rtol=1e-4, atol=1e-5)
+
+
+def _two_bit_reference(workers: int, threshold: float = 0.5) -> list[np.ndarray]:
+    residuals = [np.zeros(1000, np.float32) for _ in range(workers)]
+    sums = []
+    for round_ in range(3):
+        total = np.zeros(1000, np.float32)
+        for r in range(workers):
+            acc = residuals[r] + common.compression_data(r, round_)
+            sent = threshold * ((acc >= threshold).astype(np.float32) - (acc <= -threshold))
+            residuals[r] = acc - sent
+            total += sent
+        sums.append(total)
+    return sums
+
+
+def test_two_bit_compression_with_error_feedback_matches_numpy(two):
+    expected = _two_bit_reference(2)
+    for result in two[1]:
+        for got, want in zip(result["2bit"]["sums"], expected):
+            np.testing.assert_array_equal(np.asarray(got, np.float32), want)
+
+
+def test_fp16_compression_sums_the_rounded_values(two):
+    for result in two[1]:
+        for round_, got in enumerate(result["fp16"]["sums"]):
+            want = np.zeros(1000, np.float32)
+            for r in range(2):
+                want += common.compression_data(r, round_).astype(np.float16)
+            np.testing.assert_array_equal(np.asarray(got, np.float32), want)
+
+
+def test_checkpoint_written_by_rank_0_and_resumed_by_every_rank(two, tmp_path):
+    out, results = two
+    written = [r["checkpoint"]["written"] for r in results]
+    assert written[0] is not None and written[1:] == [None]
+    assert any(f.endswith(".json") for f in results[1]["checkpoint"]["files"])
+    shutil.copytree(out / "ckpt", tmp_path / "ckpt")
+    check(run_ranks(2, [SUITE, str(tmp_path), "resume"], timeout=120))
+    expected = linear_reference(2, [6, 6])  # 3 steps, checkpoint, 3 more = 6 steps
+    for result in common.read_results(str(tmp_path), 2):
+        assert result["resume"]["step"] == 3
+        np.testing.assert_allclose(result["resume"]["w"], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_single_process_dist_store_is_a_one_worker_world(tmp_path):
+    script = ("import portable as pt, numpy as np\n"
+              "kv = pt.kv.create('dist_sync')\n"
+              "kv.init(0, pt.nd.ones((3,))); g = pt.nd.array(np.arange(3, dtype='float32'))\n"
+              "kv.pushpull(0, g); kv.barrier()\n"
+              "print(kv.rank, kv.num_workers, g.asnumpy().tolist())\n")
+    job = check(run_python(["-c", script]))
+    assert job.stdout.split("\n")[0] == "0 1 [0.0, 1.0, 2.0]"
+
+
+def test_importing_the_stores_loads_no_mpi():
+    job = check(run_python(["-c", "import sys, portable as pt; pt.kv.kvstores['dist_sync'];"
+                            "import portable.kvstore.dist_sync, portable.kvstore.dist_async,"
+                            " portable.kvstore.hierarchical, portable.distributed;"
+                            "print('mpi4py' in sys.modules)"]))
+    assert job.stdout.strip() == "False"
