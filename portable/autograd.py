@@ -103,14 +103,15 @@ class TapeEntry:
     outputs: list
 
 
-def _needs_grad(array: Any) -> bool:
+def needs_grad(array: Any) -> bool:
+    """True for an array with attach_grad, or computed from one while recording."""
     return array is not None and (array._entry is not None or array._grad_req != "null")
 
 
 def record_op(op_name: str, op: registry.OpDef, attrs: dict, inputs: Sequence[Any],
               outputs: Sequence[Any]) -> None:
     """Called by ``invoke`` for every op while recording."""
-    if not any(_needs_grad(x) for x in inputs):
+    if not any(needs_grad(x) for x in inputs):
         return
     entry = TapeEntry(op_name, op, dict(attrs), list(inputs), list(outputs))
     for index, out in enumerate(outputs):
@@ -195,7 +196,7 @@ def _run_backward(heads: Sequence[Any], head_grads: Sequence[Any] | None,
             if not any(o is not None and id(o) in grads for o in entry.outputs):
                 continue
             needs = [i for i, x in enumerate(entry.inputs)
-                     if _needs_grad(x) and i not in entry.op.nondiff_inputs
+                     if needs_grad(x) and i not in entry.op.nondiff_inputs
                      and x.dtype.kind == "f"]
             if not needs:
                 continue
@@ -231,7 +232,8 @@ def backward(heads: Sequence[Any], head_grads: Sequence[Any] | None = None,
 def _clear_tape(head: Any) -> None:
     for entry in _topological_entries([head]):
         for out in entry.outputs:
-            out._entry = None
+            if out is not None:
+                out._entry = None
 
 
 def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool | None = None,

@@ -25,8 +25,8 @@ from portable.executor.compiled import CompiledGraph
 from portable.ir.graph import Graph, TensorType
 from portable.ndarray.ndarray import NDArray
 from portable.ndarray import ndarray as nd
-from portable.passes.autodiff import HEAD_GRAD_SUFFIX, differentiate
-from portable.passes.training import set_training_mode
+from portable.executor.training_plan import build_plan
+from portable.passes.autodiff import HEAD_GRAD_SUFFIX
 
 GRAD_REQS = ("write", "add", "null")
 
@@ -124,27 +124,20 @@ class Executor:
         plan = self._plans.get(training)
         if plan is not None:
             return plan
-        graph, updates = set_training_mode(self._graph, training)
-        graph = graph.replace(outputs=graph.outputs + tuple(updates.values()))
         wrt = [n for n, req in self.grad_req.items() if req != "null"] if training else []
-        forward_nodes = len(graph.nodes)
-        grads: dict[str, str] = {}
-        if wrt:
-            graph, grads = differentiate(graph, wrt, heads=list(self._graph.outputs))
-        compiled = CompiledGraph(graph, self.device)
+        trained = build_plan(self._graph, self.device, training, wrt)
+        compiled = trained.compiled
         backend = self.device.backend
         heads = {}
-        for out in self._graph.outputs:
-            name = f"{out}{HEAD_GRAD_SUFFIX}"
-            if name in compiled.graph.input_names:
-                type_: TensorType = compiled.type_of(name)
-                heads[out] = backend.empty(type_.shape, type_.dtype)
+        for out, name in trained.head_grads.items():
+            type_: TensorType = compiled.type_of(name)
+            heads[out] = backend.empty(type_.shape, type_.dtype)
         outputs = []
         for out in self._graph.outputs:
             type_ = compiled.type_of(out)
             outputs.append(NDArray(backend.empty(type_.shape, type_.dtype), self.device))
-        plan = {"compiled": compiled, "updates": updates, "grads": grads, "heads": heads,
-                "split": compiled.step_of_node(forward_nodes), "outputs": outputs,
+        plan = {"compiled": compiled, "updates": trained.updates, "grads": trained.grads,
+                "heads": heads, "split": trained.split, "outputs": outputs,
                 "state": get_engine().new_var("executor-activations"), "env": None}
         self._plans[training] = plan
         return plan

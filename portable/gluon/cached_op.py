@@ -6,7 +6,8 @@ mode, which inputs need gradients, device):
 1. trace: call the block's ``hybrid_forward`` with ``F = portable.sym`` on variables named
    ``data`` (``data0, data1...`` for several inputs) and the parameters' ``var()``s, and
    lower the resulting Symbol to a Graph with concrete shapes;
-2. plan (:func:`build_plan`, shared with any front end that trains a graph): apply the
+2. plan (``portable.executor.training_plan.build_plan``, shared with the Symbol executor):
+   apply the
    training-mode rewrite (state updates become extra outputs), append the gradient graph for
    the inputs and parameters that need one, and compile it with ``CompiledGraph``;
 3. run: every call pushes the forward segment as ONE engine op (reads: the input and
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -34,85 +34,10 @@ from portable.device import Device
 from portable.engine import get_engine
 from portable.errors import PortableError, ShapeError
 from portable.executor.compiled import CompiledGraph
+from portable.executor.training_plan import TrainingPlan, build_plan, written_values
 from portable.gluon.utils import flatten, regroup
 from portable.ir.graph import Graph
 from portable.ops import registry
-from portable.passes.autodiff import HEAD_GRAD_SUFFIX, differentiate
-from portable.passes.prune import prune
-from portable.passes.training import set_training_mode
-
-
-@dataclass
-class TrainingPlan:
-    """A graph compiled for training or inference: the forward segment (steps ``[0, split)``),
-    the gradient segment (``[split, end)``), where state updates and gradients are found.
-
-    Attributes:
-        compiled: the compiled graph.
-        heads: the graph's own outputs (state updates and gradients follow them).
-        updates: state input name -> value holding its new value (training only).
-        grads: differentiated input name -> value holding its gradient.
-        split: the first step of the gradient segment.
-        head_grads: output name -> the graph input that receives its head gradient.
-    """
-
-    compiled: CompiledGraph
-    heads: tuple[str, ...]
-    updates: dict[str, str]
-    grads: dict[str, str]
-    split: int
-    head_grads: dict[str, str] = field(default_factory=dict)
-
-
-def build_plan(graph: Graph, device: Device, training: bool,
-               wrt: Sequence[str] = ()) -> TrainingPlan:
-    """Rewrite ``graph`` for the mode, append the gradient w.r.t. ``wrt`` and compile it.
-
-    The forward values that the gradient segment reads are kept valid after a run, so the
-    gradient segment can run more than once (``retain_graph``).
-
-    Args:
-        graph: the forward graph.
-        device: where it runs.
-        training: training-mode behaviour (batch statistics, dropout, state updates).
-        wrt: input names to differentiate with respect to (none: forward only).
-
-    Returns:
-        The TrainingPlan.
-
-    Example:
-        >>> plan = build_plan(graph, pt.cpu(), True, ["w"])      # doctest: +SKIP
-        >>> env = plan.compiled.bind(feeds)                       # doctest: +SKIP
-        >>> plan.compiled.execute(env, 0, plan.split)             # doctest: +SKIP
-    """
-    graph, updates = set_training_mode(graph, training)
-    heads = tuple(graph.outputs)
-    graph = graph.replace(outputs=heads + tuple(updates.values()))
-    forward = {id(node) for node in graph.nodes}
-    grads: dict[str, str] = {}
-    if wrt:
-        graph, grads = differentiate(graph, list(wrt), heads=list(heads))
-    # Gradient rules emit the gradient of every float input of an op (a first layer's dX);
-    # the ones nothing asked for are dropped here.
-    graph = prune(graph)
-    first_backward = next((i for i, node in enumerate(graph.nodes) if id(node) not in forward),
-                          len(graph.nodes))
-    computed = {out for node in graph.nodes[:first_backward] for out in node.outputs if out}
-    saved = {name for node in graph.nodes[first_backward:] for name in node.inputs
-             if name in computed}
-    compiled = CompiledGraph(graph, device, keep=saved, state_updates=updates)
-    inputs = set(compiled.graph.input_names)
-    head_grads = {h: f"{h}{HEAD_GRAD_SUFFIX}" for h in heads
-                  if f"{h}{HEAD_GRAD_SUFFIX}" in inputs}
-    return TrainingPlan(compiled, heads, updates, grads, compiled.step_of_node(first_backward),
-                        head_grads)
-
-
-def written_values(compiled: CompiledGraph, start: int, stop: int | None) -> set[str]:
-    """Values that a kernel (not a view) of steps ``start:stop`` writes into its own buffer:
-    a caller may place such a value's buffer wherever it wants the result."""
-    return {out for step in compiled.steps[start:stop] if not step.view
-            for out in step.node.outputs if out and out in compiled.buffers}
 
 
 class _BufferSet:
@@ -359,7 +284,7 @@ class CachedOp:
         training, recording = autograd.is_training(), autograd.is_recording()
         grad_key = None
         if recording:
-            grad_key = (tuple(autograd._needs_grad(x) and x.dtype.kind == "f" for x in leaves),
+            grad_key = (tuple(autograd.needs_grad(x) and x.dtype.kind == "f" for x in leaves),
                         tuple(p.grad_req for p in self.params().values()))
         key = (fmt, tuple((x.shape, x.dtype) for x in leaves), training, grad_key, device)
         call = self.calls.get(key)

@@ -5,7 +5,10 @@ from portable.symbol.ops import apply_op, constant, generated_functions
 from portable.symbol.serialize import fromjson, load
 from portable.symbol.symbol import Group, Symbol, Variable, var
 
+# The generated op functions come first so the helpers below keep their names (the op
+# Constant would otherwise shadow the ``constant`` helper).
 globals().update(generated_functions())
+from portable.symbol.ops import apply_op, constant  # noqa: E402,F811
 
 __all__ = ["Activation", "BatchNorm", "Convolution", "Dropout", "Flatten", "FullyConnected",
            "Group", "Pooling", "SoftmaxCrossEntropy", "Symbol", "Variable", "apply_op",

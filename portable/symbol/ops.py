@@ -24,6 +24,14 @@ def constant(value: Any, dtype: Any = None) -> Symbol:
     return Symbol([(node, 0)])
 
 
+def scalar(value: float) -> Symbol:
+    """A Python scalar in an expression (``x * 2.0``): a constant that takes the dtype of the
+    other operand when the graph is lowered, as MXNet's scalar ops do."""
+    symbol = constant(value)
+    symbol._entries[0][0].scalar = True
+    return symbol
+
+
 def _output_count(op: registry.OpDef, attrs: dict, requested: int | None) -> int:
     if requested is not None:
         return requested

@@ -29,6 +29,8 @@ def _encode(value: Any) -> Any:
                                "data": value.reshape(-1).tolist()}}
     if isinstance(value, (list, tuple)):
         return [_encode(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _encode(v) for k, v in value.items()}
     if isinstance(value, np.generic):
         return value.item()
     return value
@@ -62,6 +64,8 @@ def symbol_to_json(symbol: Symbol) -> str:
                       "inputs": [None if e is None else [index[id(e[0])], e[1]]
                                  for e in node.inputs],
                       "num_outputs": node.num_outputs}
+            if node.scalar:
+                record["scalar"] = True
         records.append(record)
     heads = [[index[id(n)], i] for n, i in symbol._entries]
     return json.dumps({"format": FORMAT, "version": VERSION, "nodes": records, "heads": heads},
@@ -125,7 +129,8 @@ def _node_from_record(record: dict, nodes: list[SymNode], i: int) -> SymNode:
     inputs = [None if ref is None else _entry(nodes, ref, f"node {name!r}")
               for ref in record["inputs"]]
     attrs = {k: _decode(v) for k, v in record.get("attrs", {}).items()}
-    return SymNode(record["op"], name, attrs, inputs, int(record.get("num_outputs", 1)))
+    return SymNode(record["op"], name, attrs, inputs, int(record.get("num_outputs", 1)),
+                   scalar=bool(record.get("scalar", False)))
 
 
 def save(symbol: Symbol, path: str) -> None:

@@ -39,6 +39,7 @@ class SymNode:
     dtype: Any = None
     shape_hint: tuple | None = None  # (rule name, (SymNode, index), params)
     var_attrs: dict = field(default_factory=dict)
+    scalar: bool = False  # a Python scalar: typed like the other operand of its consumer
 
     @property
     def is_variable(self) -> bool:
@@ -167,15 +168,20 @@ class Symbol:
         return types
 
     def _infer(self, shapes: Mapping[str, Any], dtypes: Mapping[str, Any],
-               partial: bool = False) -> TypeInfo | None:
-        """Types of every entry; variables without a shape take it from their shape hint."""
+               partial: bool = False, scalar_dtypes: dict | None = None) -> TypeInfo | None:
+        """Types of every entry; variables without a shape take it from their shape hint,
+        and Python scalars the dtype of their consumer's other operand (recorded in
+        ``scalar_dtypes``, keyed by node id)."""
         from portable.symbol.shape_hints import resolve_hint
 
         info = TypeInfo(types=self._var_types(shapes, dtypes))
+        scalar_dtypes = {} if scalar_dtypes is None else scalar_dtypes
         for node in self._nodes():
-            if node.is_variable:
+            if node.is_variable or node.scalar:
                 continue
             for entry in node.inputs:
+                if entry is not None and entry[0].scalar:
+                    self._infer_scalar(entry[0], node, info, scalar_dtypes)
                 if entry is None or not entry[0].is_variable or entry[0].name in info.types:
                     continue
                 var = entry[0]
@@ -193,11 +199,22 @@ class Symbol:
             infer_node(self._to_node(node), info)
         return info
 
+    def _infer_scalar(self, scalar: SymNode, consumer: SymNode, info: TypeInfo,
+                      scalar_dtypes: dict) -> None:
+        others = [e for e in consumer.inputs if e is not None and not e[0].scalar]
+        known = [info.types.get(e[0].output_name(e[1])) for e in others]
+        dtype = next((t.dtype for t in known if t is not None), np.dtype(np.float32))
+        scalar_dtypes[id(scalar)] = dtype
+        infer_node(self._to_node(scalar, dtype), info)
+
     @staticmethod
-    def _to_node(node: SymNode) -> Node:
+    def _to_node(node: SymNode, scalar_dtype: Any = None) -> Node:
         inputs = tuple("" if e is None else e[0].output_name(e[1]) for e in node.inputs)
         outputs = tuple(node.output_name(i) for i in range(node.num_outputs))
-        return Node(node.op, inputs, outputs, node.attrs, node.name)
+        attrs = node.attrs
+        if scalar_dtype is not None:
+            attrs = {"value": np.asarray(attrs["value"], dtype=scalar_dtype)}
+        return Node(node.op, inputs, outputs, attrs, node.name)
 
     def infer_shape(self, *args: Any, **shapes: Any):
         """Returns ``(arg_shapes, out_shapes, aux_shapes)`` in list order, MXNet-style."""
@@ -231,8 +248,10 @@ class Symbol:
     def to_graph(self, shapes: Mapping[str, Any] | None = None,
                  dtypes: Mapping[str, Any] | None = None, name: str = "symbol") -> Graph:
         """Lower to an IR Graph whose inputs are the arguments then the auxiliary states."""
-        info = self._infer(shapes or {}, dtypes or {})
-        nodes = tuple(self._to_node(n) for n in self._nodes() if not n.is_variable)
+        scalar_dtypes: dict = {}
+        info = self._infer(shapes or {}, dtypes or {}, scalar_dtypes=scalar_dtypes)
+        nodes = tuple(self._to_node(n, scalar_dtypes.get(id(n))) for n in self._nodes()
+                      if not n.is_variable)
         names = self.list_arguments() + self.list_auxiliary_states()
         return Graph(nodes=nodes, inputs=tuple((n, info.types[n]) for n in names),
                      outputs=tuple(self.list_outputs()), name=name)
@@ -270,9 +289,9 @@ class Symbol:
 
     # -- operators -------------------------------------------------------------------------
     def _binary(self, op: str, other: Any, reverse: bool = False) -> "Symbol":
-        from portable.symbol.ops import apply_op, constant
+        from portable.symbol.ops import apply_op, scalar
 
-        other = other if isinstance(other, Symbol) else constant(other)
+        other = other if isinstance(other, Symbol) else scalar(other)
         a, b = (other, self) if reverse else (self, other)
         return apply_op(op, [a, b])
 

@@ -120,3 +120,13 @@ def test_infer_shape_without_a_shape_names_the_argument():
 def test_unknown_symbol_function_or_op():
     with pytest.raises(UnknownOpError, match="Rleu"):
         sym.apply_op("Rleu", [sym.var("x")])
+
+
+def test_python_scalars_take_the_other_operands_dtype_and_survive_json():
+    x = sym.var("x", dtype="float64")
+    y = sym.fromjson((2.0 - x * 3.0).tojson())
+    out = y.bind(pt.cpu(), {"x": pt.nd.array(np.array([1.0, 2.0]), dtype=np.float64)})
+    result = out.forward()[0]
+    assert result.dtype == np.float64
+    np.testing.assert_array_equal(result.asnumpy(), [-1.0, -4.0])
+    assert isinstance(sym.constant(0.5), sym.Symbol)
