@@ -48,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup-steps", type=int, default=0)
     parser.add_argument("--device", default="cpu",
                         help="cpu, opencl or cuda (optionally with an index: cuda:1)")
+    parser.add_argument("--kvstore", default="local",
+                        help="local, or dist_sync / dist_sync_hierarchical / dist_async under "
+                        "'portable launch -n N -- portable train ...'")
     parser.add_argument("--out", default=None, help="output folder (default runs/MODEL-DATASET)")
     parser.add_argument("--resume", action="store_true",
                         help="continue from the newest good checkpoint in OUT/checkpoints")
@@ -96,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     import portable
     from portable.data import ArrayDataset, DataLoader
     from portable.data.vision import load_arrays
+    from portable.distributed import shard
     from portable.fit import EarlyStopping, evaluate, fit
     from portable.gluon import Trainer
     from portable.models.zoo import get_model
@@ -110,20 +114,23 @@ def run(args: argparse.Namespace) -> int:
 
     portable.random.seed(args.seed)
     split = load_arrays(args.dataset, args.data_dir)
-    train = DataLoader(ArrayDataset(split.x_train, split.y_train), args.batch_size,
+    kv = portable.kv.create(args.kvstore)
+    mine = shard(len(split.x_train), kv)  # this worker's samples
+    train = DataLoader(ArrayDataset(split.x_train[mine], split.y_train[mine]), args.batch_size,
                        shuffle=True, last_batch="discard")
     test = DataLoader(ArrayDataset(split.x_test, split.y_test), 256)
     net = get_model(args.model, num_classes=int(split.y_train.max()) + 1)
     net.initialize(portable.init.Xavier(magnitude=2.0), device=device)
     if not args.no_hybridize:
         net.hybridize()
-    opt_params = {"learning_rate": lr, "wd": args.wd}
+    # Stores sum the workers' gradients; average them so N workers match one process.
+    opt_params = {"learning_rate": lr, "wd": args.wd, "rescale_grad": 1.0 / kv.num_workers}
     if optimizer in ("sgd", "nag"):
         opt_params["momentum"] = args.momentum
     sched = _scheduler(args, len(train), epochs)
     if sched is not None:
         opt_params["lr_scheduler"] = sched
-    trainer = Trainer(net.collect_params(), optimizer, opt_params)
+    trainer = Trainer(net.collect_params(), optimizer, opt_params, kvstore=kv)
     architecture = {"model": args.model, "dataset": args.dataset, "optimizer": optimizer,
                     "lr": lr, "batch_size": args.batch_size, "seed": args.seed,
                     "input_shape": list(split.x_train.shape[1:])}
@@ -135,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
                  else None, progress=not args.no_progress, architecture=architecture)
 
     scores = evaluate(net, test, "acc", device=device)
+    if kv.rank != 0:
+        return 0  # every worker holds the same model; rank 0 writes the files and summary
     paths = {"out": str(out), "checkpoint": result["checkpoint"]}
     params_path = out / "model.params.safetensors"
     net.save_parameters(str(params_path))
