@@ -1,10 +1,26 @@
-"""A graph compiled for one device and one set of input types: a flat list of kernel calls.
+"""A graph compiled for one device and one set of input types: a flat list of kernel calls whose
+every intermediate lives in one preallocated arena.
 
-Stages of ``CompiledGraph.__init__``: infer types and the values known while planning; drop the
-nodes whose outputs are all known (they were evaluated while planning, so constants fold for
-free); give every remaining computed value a buffer (view ops alias their input instead); bind
-each node to its kernel. ``run`` then only looks up buffers and calls kernels, which write into
-preallocated outputs (destination-passing style).
+Stages of ``CompiledGraph.__init__``: optionally optimise the graph (``portable.passes.pipeline``);
+infer types and the values known while planning; drop the nodes whose outputs are all known
+(they were evaluated while planning, so constants fold for free); plan memory
+(``portable.passes.plan_memory``: in-place reuse, co-sharing, views aliasing their input) and
+ask each kernel for the scratch bytes it needs; allocate one arena and the workspace; give
+every planned value a typed view into the arena at its offset. ``run`` then only looks up
+buffers and calls kernels, which write into those views (destination-passing style), so the
+memory a run touches is the plan's.
+
+Graph inputs are the caller's arrays and are never placed in the arena. Graph outputs (and the
+values in ``keep``) stay valid after ``execute``; every other value is valid from the step that
+computes it to its last reader, so segments ``execute(env, 0, k)`` then ``execute(env, k)`` see
+what they need, in order.
+
+A kernel may declare the scratch it needs with a ``workspace`` attribute, a function
+``(input_types, output_types, attrs) -> bytes`` (or ``{buffer name: bytes}``). The plan counts
+it, and each named buffer is allocated once, at the largest size any step asks for, and handed
+to kernels as ``ctx.workspace[name]`` (a byte array; plain bytes are named ``"scratch"``).
+Kernels share a name's buffer across steps (``backends/numpy/kernels/im2col.scratch`` carves
+arrays out of it).
 
 Example:
     >>> plan = CompiledGraph(graph, cpu())  # doctest: +SKIP
@@ -13,7 +29,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -24,6 +40,7 @@ from portable.errors import BindError, PortableError, ShapeError
 from portable.ir.graph import Graph, Node, TensorType
 from portable.ops import registry
 from portable.passes.infer import TypeInfo, infer_types
+from portable.passes.plan_memory import MemoryPlan, plan_memory
 
 
 @dataclass(frozen=True)
@@ -37,24 +54,71 @@ class Step:
     index: int  # position of the node in the graph
 
 
+def workspace_bytes(kernel: Any, node: Node, info: TypeInfo, attrs: dict) -> dict[str, int]:
+    """Scratch bytes a kernel declares for one call, by buffer name (empty when none)."""
+    rule = getattr(kernel, "workspace", None)
+    if rule is None:
+        return {}
+    in_types = [info.types.get(name) if name else None for name in node.inputs]
+    out_types = [info.types.get(name) if name else None for name in node.outputs]
+    need = rule(in_types, out_types, attrs)
+    if not isinstance(need, Mapping):
+        need = {"scratch": need} if need else {}
+    return {key: int(nbytes) for key, nbytes in need.items()}
+
+
+def kernel_workspace(graph: Graph, info: TypeInfo,
+                     backend: Any) -> tuple[dict[int, dict[str, int]], dict[str, int]]:
+    """The scratch each running node's kernel declares (by node index), and the size of each
+    named buffer: the largest any step asks for (without building a plan)."""
+    predicted: dict[int, dict[str, int]] = {}
+    sizes: dict[str, int] = {}
+    for index, node in enumerate(graph.nodes):
+        if all(not out or out in info.values for out in node.outputs):
+            continue
+        op = registry.get(node.op, node=node)
+        if op.view:
+            continue
+        need = workspace_bytes(backend.kernel(node.op), node, info, op.resolve_attrs(node))
+        if need:
+            predicted[index] = need
+            for key, nbytes in need.items():
+                sizes[key] = max(sizes.get(key, 0), nbytes)
+    return predicted, sizes
+
+
 class CompiledGraph:
-    """``graph`` planned for ``device`` with the given input types.
+    """A graph bound to a device: types inferred, memory planned, kernels chosen.
 
     Args:
         graph: the graph to run.
         device: where it runs.
         input_types: concrete types for the graph inputs (defaults: the declared ones).
         constant_inputs: input values fixed at compile time (folded like initializers).
+        optimize: graph optimisation level, ``none`` (run the graph as given), ``basic`` or
+            ``all`` (see ``portable.passes.pipeline``). Node indices of ``step_of_node`` refer
+            to the optimised graph, ``self.graph``.
+        plan: memory strategy, ``naive``, ``inplace``, ``coshare`` or ``both``.
+        keep: values besides the graph outputs that must stay valid after ``execute``.
+        state_updates: ``state input -> updated value``: updates that may be written in place
+            into the state input's own (fed) array.
     """
 
     def __init__(self, graph: Graph, device: Device,
                  input_types: Mapping[str, TensorType] | None = None,
-                 constant_inputs: Mapping[str, np.ndarray] | None = None) -> None:
+                 constant_inputs: Mapping[str, np.ndarray] | None = None, *,
+                 optimize: str = "none", plan: str = "both", keep: Iterable[str] = (),
+                 state_updates: Mapping[str, str] | None = None) -> None:
+        if optimize != "none":
+            from portable.passes.pipeline import optimize as run_pipeline
+
+            graph = run_pipeline(graph, optimize, input_types=input_types,
+                                 protected=tuple(keep) + tuple((state_updates or {}).values()))
         self.graph = graph
         self.device = device
         self.backend = device.backend
         self.info: TypeInfo = infer_types(graph, input_types, constant_inputs)
-        for name, type_ in graph.inputs:
+        for name, _ in graph.inputs:
             if not self.info.types[name].is_static:
                 raise BindError(f"graph {graph.name!r}: input {name!r} has shape "
                                 f"{self.info.types[name]!r}; give a concrete shape to run it")
@@ -62,8 +126,8 @@ class CompiledGraph:
         self.constants = {name: self.backend.from_numpy(np.require(value, requirements='C'))
                           for name, value in known.items()
                           if name not in graph.input_names or name in (constant_inputs or {})}
+        self.state_updates = dict(state_updates or {})
         self.steps: list[Step] = []
-        self.buffers: dict[str, Any] = {}
         for index, node in enumerate(graph.nodes):
             if all(not out or out in known for out in node.outputs):
                 continue  # fully evaluated while planning
@@ -72,12 +136,21 @@ class CompiledGraph:
             if op.view:
                 self.steps.append(Step(node, None, attrs, True, index))
                 continue
-            kernel = self.backend.kernel(node.op)
-            for out in node.outputs:
-                if out:
-                    type_ = self.info.types[out]
-                    self.buffers[out] = self.backend.empty(type_.shape, type_.dtype)
-            self.steps.append(Step(node, kernel, attrs, False, index))
+            self.steps.append(Step(node, self.backend.kernel(node.op), attrs, False, index))
+        scratch, sizes = kernel_workspace(graph, self.info, self.backend)
+        self.plan: MemoryPlan = plan_memory(graph, self.info, strategy=plan, keep=keep,
+                                            state_updates=self.state_updates,
+                                            workspace=scratch)
+        self.arena = self.backend.arena(self.plan.arena_bytes)
+        self.workspace = {key: self.backend.arena(nbytes) for key, nbytes in sizes.items()}
+        self.buffers: dict[str, Any] = {}
+        for name, offset in self.plan.offsets.items():
+            type_ = self.info.types[name]
+            self.buffers[name] = self.backend.view(self.arena, offset, type_.shape, type_.dtype)
+        # values computed in place inside a state input's array (views are made at run time)
+        views = {step.node.outputs[0] for step in self.steps if step.view}
+        self._in_state = {value: state for value, state in self.plan.aliases.items()
+                          if value not in views}
 
     def type_of(self, name: str) -> TensorType:
         return self.info.types[name]
@@ -102,11 +175,14 @@ class CompiledGraph:
                                 f"{self.info.types[name].shape}")
             env[name] = array
         env.update(self.buffers)
+        for value, state in self._in_state.items():
+            env[value] = env[state]
         return env
 
     def execute(self, env: dict[str, Any], start: int = 0, stop: int | None = None) -> None:
         """Run steps ``start:stop`` in ``env``."""
         ctx = KernelContext(self.backend.xp, random.generator(), self.backend)
+        ctx.workspace.update(self.workspace)  # a kernel that needs more replaces its copy
         for step in self.steps[start:stop]:
             node = step.node
             if step.view:
@@ -131,7 +207,7 @@ class CompiledGraph:
     def run(self, feeds: Mapping[str, Any]) -> list[Any]:
         """Run the whole plan on device arrays ``feeds`` (by input name); returns the outputs.
 
-        Returned arrays are the plan's own buffers: the next run overwrites them.
+        Returned arrays are views into the plan's arena: the next run overwrites them.
         """
         env = self.bind(feeds)
         self.execute(env)

@@ -1,0 +1,182 @@
+"""Prediction memory per model: our plan and measured peak beside onnxruntime's peak, same run.
+
+For each model (default: the nine model-zoo architectures inside the onnx package,
+``onnx/backend/test/data/light``, 1x3x224x224) and batch size, every engine runs in its own
+subprocess (so one model's memory never counts for the next) and reports a few columns:
+
+- ``portable``: the plan of the optimised graph (level ``all``): naive, planned and the
+  liveness lower bound, weights, planned workspace, the predicted peak (plan + weights + inputs
+  + workspace) and the peak measured with tracemalloc during one run; and under ``basic`` the
+  plan at level ``basic`` (constants folded, every op kept);
+- ``onnxruntime``: the growth of the process's peak resident set (VmHWM, reset before the
+  session is created) over creating the session and one run, default session options.
+
+The two measure different things (traced NumPy buffers against resident pages, which include
+onnxruntime's code and allocator slack), so compare them as orders of magnitude. Engines and
+columns are data (``ENGINES``): a new measurement is one more worker function.
+
+    $ python benchmarks/prediction_memory.py [--models resnet50 vgg19] [--batches 1 8]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def light_models() -> dict[str, str]:
+    import onnx
+
+    folder = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+    return {f[len("light_"):-len(".onnx")]: os.path.join(folder, f)
+            for f in sorted(os.listdir(folder)) if f.endswith(".onnx")}
+
+
+def _status(key: str) -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/self/status has no {key}")
+
+
+def _reset_peak_rss() -> None:
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")  # resets VmHWM to the current resident set
+
+
+# -- workers (each runs in a fresh process) --------------------------------------------------
+
+
+def worker_portable(path: str, batch: int) -> dict:
+    from exporters.onnx import import_graph
+    from portable.memory import prediction_profile
+
+    graph, _ = import_graph(path, params_as_inputs=False)
+    # level basic keeps every op (BatchNormalization runs in place): the plan the issue's
+    # "x below naive" figures describe; level all is what runs and is measured
+    basic = prediction_profile(graph, batch=batch, level="basic", run=False).to_json()
+    report = prediction_profile(graph, model=os.path.basename(path), batch=batch, level="all")
+    data = report.to_json()
+    keys = ("naive_bytes", "planned_bytes", "lower_bound_bytes", "weights_bytes",
+            "inputs_bytes", "workspace_bytes", "predicted_peak_bytes", "measured_peak_bytes",
+            "planned_over_bound", "naive_over_planned", "measured_over_predicted")
+    result = {k: data[k] for k in keys}
+    result["run_seconds"] = report.measured["seconds"]
+    result["basic"] = {k: basic[k] for k in ("naive_bytes", "planned_bytes", "lower_bound_bytes",
+                                             "planned_over_bound", "naive_over_planned")}
+    return result
+
+
+def _rebatch(model, batch: int):
+    """Set the data input's batch and let batch-1 Reshape targets copy the batch (0)."""
+    from onnx import numpy_helper
+
+    initializers = {i.name for i in model.graph.initializer}
+    data = next(i for i in model.graph.input if i.name not in initializers)
+    data.type.tensor_type.shape.dim[0].dim_value = batch
+    targets = {n.input[1] for n in model.graph.node if n.op_type == "Reshape"}
+    for init in model.graph.initializer:
+        if init.name in targets:
+            shape = numpy_helper.to_array(init).copy()
+            if shape.ndim == 1 and shape.size and shape[0] == 1:
+                shape[0] = 0
+                init.CopyFrom(numpy_helper.from_array(shape, init.name))
+    for value in model.graph.output:
+        dims = value.type.tensor_type.shape.dim
+        if dims:
+            dims[0].dim_value = batch
+    return model, data.name, [d.dim_value for d in data.type.tensor_type.shape.dim]
+
+
+def worker_onnxruntime(path: str, batch: int) -> dict:
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    model, name, shape = _rebatch(onnx.load(path), batch)
+    data = model.SerializeToString()
+    del model
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    baseline = _status("VmRSS")
+    _reset_peak_rss()
+    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    start = time.perf_counter()
+    session.run(None, {name: x})
+    seconds = time.perf_counter() - start
+    return {"peak_rss_growth_bytes": _status("VmHWM") - baseline, "run_seconds": seconds,
+            "version": ort.__version__}
+
+
+ENGINES = {"portable": worker_portable, "onnxruntime": worker_onnxruntime}
+
+
+def run_worker(engine: str, path: str, batch: int, timeout: float) -> dict:
+    command = [sys.executable, os.path.abspath(__file__), "--worker", engine, path, str(batch)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    if done.returncode:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _range(rows: list[dict], level: str) -> list[float | None]:
+    values = [(r["portable"]["basic"] if level == "basic" else r["portable"])
+              ["naive_over_planned"] for r in rows if "naive_over_planned" in r.get("portable", {})]
+    return [min(values, default=None), max(values, default=None)]
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", help="light model names or .onnx paths")
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES))
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--worker", nargs=3, metavar=("ENGINE", "PATH", "BATCH"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        engine, path, batch = args.worker
+        print(json.dumps(ENGINES[engine](path, int(batch))))
+        return {}
+    known = light_models()
+    models = {m: known.get(m, m) for m in (args.models or known)}
+    rows = []
+    for name, path in models.items():
+        for batch in args.batches:
+            row = {"model": name, "batch": batch}
+            for engine in args.engines:
+                row[engine] = run_worker(engine, path, batch, args.timeout)
+            ours, ort = row.get("portable", {}), row.get("onnxruntime", {})
+            if "measured_peak_bytes" in ours and "peak_rss_growth_bytes" in ort:
+                row["portable_measured_over_onnxruntime"] = (
+                    ours["measured_peak_bytes"] / max(ort["peak_rss_growth_bytes"], 1))
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    ratios = [r["portable"][level]["planned_over_bound"] if level else
+              r["portable"]["planned_over_bound"] for r in rows
+              if "planned_over_bound" in r.get("portable", {}) for level in ("", "basic")]
+    measured = [r["portable"]["measured_over_predicted"] for r in rows
+                if "measured_over_predicted" in r.get("portable", {})]
+    result = {"benchmark": "prediction_memory", "rows": rows, "summary": {
+        "worst_planned_over_bound": max(ratios, default=None),
+        "measured_over_predicted_range": [min(measured, default=None),
+                                          max(measured, default=None)],
+        "naive_over_planned_range": {level: _range(rows, level) for level in ("basic", "all")}}}
+    print(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()

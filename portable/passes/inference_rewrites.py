@@ -1,0 +1,188 @@
+"""Inference rewrites, as pattern -> replacement rules run by ``portable.passes.rewriter``.
+
+- ``ELIMINATE_NOOPS``: Identity, and Dropout in inference mode, pass their input through: their
+  readers read the input instead.
+- ``FOLD_INTO_CONV``: an inference-mode BatchNormalization, or a Mul or Add by a per-channel
+  constant, after a Conv with constant weights is folded into the Conv's weights and bias.
+- ``FUSE_ACTIVATIONS``: Conv or Gemm followed by an activation (a single-input elementwise op
+  that may run in place on its input) becomes ``portable.FusedConv`` / ``portable.FusedGemm``.
+- ``SELECT_FUSED_CONV``: every remaining Conv runs as ``portable.FusedConv`` too, whose kernels
+  declare their workspace so that the memory plan accounts for it.
+
+Every rule checks the training mode of the nodes it folds, so training graphs are left alone.
+
+Example:
+    >>> graph = rewrite(graph, FOLD_INTO_CONV)  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from portable.ir.graph import Node
+from portable.ops import registry
+from portable.passes.rewriter import Match, Pattern, Rewrite, Rule
+
+# -- eliminate no-ops -----------------------------------------------------------------------
+
+
+def _pass_through(m: Match) -> Rewrite | None:
+    node = m["node"]
+    if any(out and m.readers(out) for out in node.outputs[1:]):
+        return None  # Dropout's mask is read
+    return Rewrite(renames={node.outputs[0]: node.inputs[0]})
+
+
+def _dropout(m: Match) -> Rewrite | None:
+    node = m["node"]
+    if len(node.inputs) > 2 and node.inputs[2]:
+        flag = m.const(node.inputs[2])
+        if flag is None or bool(flag):
+            return None
+    return _pass_through(m)
+
+
+ELIMINATE_NOOPS = (
+    Rule("eliminate-identity", Pattern("Identity", name="node"), _pass_through),
+    Rule("eliminate-inference-dropout",
+         Pattern(lambda n: n.op == "Dropout" and not n.attrs.get("training_mode", 0),
+                 name="node"), _dropout),
+)
+
+# -- fold BatchNormalization, Mul and Add into Conv ------------------------------------------
+
+
+def _conv_weights(m: Match, conv: Node):
+    """The Conv's constant weight and bias (zeros when absent), or None."""
+    w = m.const(conv.inputs[1])
+    if w is None:
+        return None
+    b = m.const(conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] else None
+    if len(conv.inputs) > 2 and conv.inputs[2] and b is None:
+        return None
+    return w, (np.zeros(w.shape[0], w.dtype) if b is None else b)
+
+
+def _new_conv(m: Match, conv: Node, output: str, w: np.ndarray, b: np.ndarray) -> Rewrite:
+    w_name, b_name = m.fresh(f"{conv.name}/W"), m.fresh(f"{conv.name}/B")
+    dtype = m.type(conv.inputs[1]).dtype
+    node = Node("Conv", (conv.inputs[0], w_name, b_name), (output,), dict(conv.attrs),
+                conv.name)
+    return Rewrite([node], {w_name: w.astype(dtype), b_name: b.astype(dtype)})
+
+
+def _scaled(w: np.ndarray, k: np.ndarray) -> np.ndarray:
+    return w.astype(np.float64) * k.reshape((-1,) + (1,) * (w.ndim - 1))
+
+
+def _fold_batch_norm(m: Match) -> Rewrite | None:
+    bn, conv = m["bn"], m["conv"]
+    if bn.attrs.get("training_mode", 0) or any(o and m.readers(o) for o in bn.outputs[1:]):
+        return None
+    params = [m.const(name) for name in bn.inputs[1:5]]
+    weights = _conv_weights(m, conv)
+    if weights is None or any(p is None for p in params):
+        return None
+    scale, bias, mean, var = (p.astype(np.float64) for p in params)
+    epsilon = registry.get("BatchNormalization").resolve_attrs(bn)["epsilon"]
+    k = scale / np.sqrt(var + epsilon)
+    w, b = weights
+    return _new_conv(m, conv, bn.outputs[0], _scaled(w, k), (b - mean) * k + bias)
+
+
+def _per_channel(m: Match, conv: Node, value: str) -> np.ndarray | None:
+    """A constant that broadcasts against the Conv output along its channel axis only, as a
+    (channels,) vector; else None."""
+    c = m.const(value)
+    out = m.type(conv.outputs[0]).shape
+    if c is None or c.ndim > len(out) or c.dtype != m.type(conv.outputs[0]).dtype:
+        return None
+    shape = (1,) * (len(out) - c.ndim) + c.shape
+    if any(d != 1 for i, d in enumerate(shape) if i != 1):
+        return None
+    if shape[1] not in (1, out[1]):
+        return None
+    return np.broadcast_to(c.reshape(-1).astype(np.float64), (out[1],))
+
+
+def _fold_affine(combine):
+    def replace(m: Match) -> Rewrite | None:
+        node, conv = m["node"], m["conv"]
+        other = node.inputs[1] if node.inputs[0] == conv.outputs[0] else node.inputs[0]
+        c = _per_channel(m, conv, other)
+        weights = _conv_weights(m, conv)
+        if c is None or weights is None:
+            return None
+        w, b = combine(*weights, c)
+        return _new_conv(m, conv, node.outputs[0], w, b)
+    return replace
+
+
+def _mul(w, b, c):
+    return _scaled(w, c), b * c
+
+
+def _add(w, b, c):
+    return w, b + c
+
+
+def _conv_then(op: str) -> tuple[Rule, ...]:
+    """Rules for ``op(Conv(...), c)`` and ``op(c, Conv(...))``."""
+    replace = _fold_affine(_mul if op == "Mul" else _add)
+    conv = Pattern("Conv", name="conv")
+    return (Rule(f"fold-{op.lower()}-into-conv", Pattern(op, conv, None, name="node"), replace),
+            Rule(f"fold-{op.lower()}-into-conv", Pattern(op, None, conv, name="node"), replace))
+
+
+FOLD_INTO_CONV = (
+    Rule("fold-batch-norm-into-conv",
+         Pattern("BatchNormalization", Pattern("Conv", name="conv"), name="bn"),
+         _fold_batch_norm),
+    *_conv_then("Mul"),
+    *_conv_then("Add"),
+)
+
+# -- fuse activations into Conv and Gemm -----------------------------------------------------
+
+
+def is_activation(node: Node) -> bool:
+    """A single-input elementwise op that may run in place on its input."""
+    op = registry.get(node.op, node=node)
+    return (op.fusion == "elementwise" and (0, 0) in op.inplace
+            and len([name for name in node.inputs if name]) == 1 and len(node.outputs) == 1
+            and not any(isinstance(v, np.ndarray) for v in node.attrs.values()))
+
+
+def _fuse_activation(fused: str):
+    def replace(m: Match) -> Rewrite | None:
+        act, base = m["act"], m["base"]
+        if m.type(act.outputs[0]) != m.type(base.outputs[0]):
+            return None
+        try:
+            act_attrs = json.dumps(dict(act.attrs), sort_keys=True)
+        except TypeError:
+            return None
+        node = Node(fused, base.inputs, act.outputs,
+                    {**base.attrs, "activation": act.op, "activation_attrs": act_attrs},
+                    f"{base.name}+{act.op}")
+        return Rewrite([node])
+    return replace
+
+
+FUSE_ACTIVATIONS = (
+    Rule("fuse-conv-activation", Pattern(is_activation, Pattern("Conv", name="base"), name="act"),
+         _fuse_activation("portable.FusedConv")),
+    Rule("fuse-gemm-activation", Pattern(is_activation, Pattern("Gemm", name="base"), name="act"),
+         _fuse_activation("portable.FusedGemm")),
+)
+
+
+def _select_fused_conv(m: Match) -> Rewrite:
+    conv = m["conv"]
+    return Rewrite([Node("portable.FusedConv", conv.inputs, conv.outputs, dict(conv.attrs),
+                         conv.name)])
+
+
+SELECT_FUSED_CONV = (Rule("select-fused-conv", Pattern("Conv", name="conv"),
+                          _select_fused_conv),)

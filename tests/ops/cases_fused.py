@@ -1,0 +1,74 @@
+"""Op-table cases: the private fused ops that the optimisation passes create.
+
+References are independent of our kernels: NumPy for the elementwise chains and Gemm, and
+onnx.reference's Conv followed by the activation in NumPy for FusedConv.
+"""
+import json
+
+import numpy as np
+
+from portable.ops.fused import encode_body
+from tests.ops.harness import Case, rand
+
+ACTIVATIONS = {"Relu": lambda x, a: np.maximum(x, 0),
+               "LeakyRelu": lambda x, a: np.where(x > 0, x, a.get("alpha", 0.01) * x),
+               "Sigmoid": lambda x, a: 1 / (1 + np.exp(-x)),
+               "Tanh": lambda x, a: np.tanh(x), "": lambda x, a: x}
+
+
+def _chain_reference(inputs, attrs):
+    x, scale, shift = inputs
+    return [np.tanh(np.maximum(x * scale + shift, 0)).astype(x.dtype)]
+
+
+def _self_gated_reference(inputs, attrs):
+    (x,) = inputs
+    return [(x / (1 + np.exp(-x))).astype(x.dtype)]  # x * sigmoid(x), x read at both steps
+
+
+def _fused_conv_reference(inputs, attrs):
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    conv_attrs = {k: v for k, v in attrs.items() if k not in ("activation", "activation_attrs")}
+    names = ["x", "w", "b"][:len(inputs)]
+    node = helper.make_node("Conv", names, ["y"], **conv_attrs)
+    value_infos = [helper.make_tensor_value_info(n, 1, a.shape) for n, a in zip(names, inputs)]
+    model = helper.make_model(helper.make_graph(
+        [node], "conv", value_infos, [helper.make_tensor_value_info("y", 1, None)]))
+    y = ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))[0]
+    act = attrs.get("activation", "")
+    return [ACTIVATIONS[act](y, json.loads(attrs.get("activation_attrs", "{}"))).astype(y.dtype)]
+
+
+def _fused_gemm_reference(inputs, attrs):
+    a, b, c = inputs
+    y = a @ b.T * attrs.get("alpha", 1.0) + c
+    return [ACTIVATIONS[attrs["activation"]](y, {}).astype(a.dtype)]
+
+
+CHAIN = encode_body([("Mul", [0, 1], {}), ("Add", [-1, 2], {}), ("Relu", [-1], {}),
+                     ("Tanh", [-1], {})])
+SELF_GATED = encode_body([("Sigmoid", [0], {}), ("Mul", [-1, 0], {})])
+
+CASES = [
+    Case("portable.FusedElementwise", [rand(2, 3, 4), rand(3, 1, seed=1), rand(4, seed=2)],
+         attrs={"body": CHAIN}, reference=_chain_reference, grad=False, name="chain"),
+    Case("portable.FusedElementwise", [rand(3, 5)], attrs={"body": SELF_GATED},
+         reference=_self_gated_reference, grad=False, name="reads_input_twice"),
+    Case("portable.FusedConv", [rand(2, 3, 6, 6), rand(4, 3, 3, 3, seed=1), rand(4, seed=2)],
+         attrs={"pads": [1, 1, 1, 1], "strides": [2, 2], "activation": "Relu",
+                "activation_attrs": "{}"},
+         reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5, name="relu"),
+    Case("portable.FusedConv", [rand(1, 4, 5, 5), rand(4, 2, 3, 3, seed=1)],
+         attrs={"group": 2, "activation": "LeakyRelu",
+                "activation_attrs": json.dumps({"alpha": 0.2})},
+         reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5,
+         name="grouped_leaky"),
+    Case("portable.FusedConv", [rand(1, 3, 4, 4), rand(2, 3, 1, 1, seed=1)],
+         reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5,
+         name="pointwise_no_activation"),
+    Case("portable.FusedGemm", [rand(3, 4), rand(5, 4, seed=1), rand(5, seed=2)],
+         attrs={"transB": 1, "activation": "Sigmoid", "activation_attrs": "{}"},
+         reference=_fused_gemm_reference, grad=False, name="sigmoid"),
+]

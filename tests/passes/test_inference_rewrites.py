@@ -1,0 +1,144 @@
+"""Inference rewrites: before/expected graphs, and folded parameters against NumPy."""
+import json
+
+import numpy as np
+
+from portable.device import cpu
+from portable.executor.compiled import CompiledGraph
+from portable.ir import GraphBuilder
+from portable.passes import inference_rewrites as rules
+from portable.passes.rewriter import rewrite
+from tests.passes.structural import assert_graphs_equal
+
+RNG = np.random.default_rng(0)
+
+
+def _rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def test_identity_and_inference_dropout_are_removed():
+    b = GraphBuilder("before")
+    x = b.input("x", (2, 3))
+    i = b.op("Identity", b.op("Relu", x))
+    d = b.op("Dropout", i, b.const(np.float32(0.3)))
+    before = b.build([b.op("Neg", d)])
+
+    e = GraphBuilder("expected")
+    x = e.input("x", (2, 3))
+    expected = e.build([e.op("Neg", e.op("Relu", x))])
+    assert_graphs_equal(rewrite(before, rules.ELIMINATE_NOOPS), expected)
+
+
+def test_training_dropout_and_graph_outputs_stay():
+    b = GraphBuilder("g")
+    x = b.input("x", (2, 3))
+    d, _ = b.op("Dropout", x, b.const(np.float32(0.3)), outputs=2, training_mode=1)
+    i = b.op("Identity", b.op("Relu", d))
+    g = b.build([i])  # the Identity's output is the graph's output: renaming it is refused
+    assert [n.op for n in rewrite(g, rules.ELIMINATE_NOOPS).nodes] == ["Dropout", "Relu",
+                                                                       "Identity"]
+
+
+def _conv_bn(bias: bool):
+    w, cb = _rand(4, 3, 3, 3), _rand(4)
+    scale, beta, mean = _rand(4), _rand(4), _rand(4)
+    var = np.abs(_rand(4)) + 0.5
+    b = GraphBuilder("before")
+    x = b.input("x", (2, 3, 8, 8))
+    conv_inputs = [x, b.const(w)] + ([b.const(cb)] if bias else [])
+    y = b.op("Conv", *conv_inputs, pads=[1, 1, 1, 1])
+    y = b.op("BatchNormalization", y, *(b.const(v) for v in (scale, beta, mean, var)),
+             epsilon=1e-3)
+    k = scale / np.sqrt(var + 1e-3)
+    folded_w = (w * k[:, None, None, None]).astype(np.float32)
+    folded_b = (((cb if bias else 0) - mean) * k + beta).astype(np.float32)
+    return b.build([y]), folded_w, folded_b
+
+
+def test_batch_norm_folds_into_the_conv():
+    for bias in (False, True):
+        before, w, bb = _conv_bn(bias)
+        e = GraphBuilder("expected")
+        x = e.input("x", (2, 3, 8, 8))
+        expected = e.build([e.op("Conv", x, e.const(w), e.const(bb), pads=[1, 1, 1, 1])])
+        after = rewrite(before, rules.FOLD_INTO_CONV)
+        assert_graphs_equal(after, expected, rtol=1e-5)
+
+
+def test_folded_conv_computes_what_conv_and_batch_norm_did():
+    before, _, _ = _conv_bn(True)
+    after = rewrite(before, rules.FOLD_INTO_CONV)
+    xv = _rand(2, 3, 8, 8)
+    want, = CompiledGraph(before, cpu()).run({"x": xv})
+    got, = CompiledGraph(after, cpu()).run({"x": xv})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_per_channel_mul_and_add_fold_but_other_shapes_do_not():
+    w = _rand(4, 3, 1, 1)
+    b = GraphBuilder("before")
+    x = b.input("x", (1, 3, 5, 5))
+    y = b.op("Conv", x, b.const(w))
+    y = b.op("Mul", b.const(np.full((4, 1, 1), 2.0, np.float32)), y)
+    y = b.op("Add", y, b.const(np.full((1, 4, 1, 1), 0.5, np.float32)))
+    y = b.op("Add", y, b.const(np.ones((5,), np.float32)))  # broadcasts along W: not folded
+    before = b.build([y])
+
+    e = GraphBuilder("expected")
+    x = e.input("x", (1, 3, 5, 5))
+    y = e.op("Conv", x, e.const(w * 2), e.const(np.full(4, 0.5, np.float32)))
+    expected = e.build([e.op("Add", y, e.const(np.ones((5,), np.float32)))])
+    assert_graphs_equal(rewrite(before, rules.FOLD_INTO_CONV), expected)
+
+
+def test_training_batch_norm_is_not_folded():
+    before, _, _ = _conv_bn(False)
+    node = before.nodes[-1]
+    training = before.replace(nodes=before.nodes[:-1] + (
+        node.replace(attrs={**node.attrs, "training_mode": 1}),))
+    assert rewrite(training, rules.FOLD_INTO_CONV) is training
+
+
+def test_activations_fuse_into_conv_and_gemm():
+    w, fc = _rand(4, 3, 3, 3), _rand(10, 64)
+    b = GraphBuilder("before")
+    x = b.input("x", (1, 3, 4, 4))
+    y = b.op("LeakyRelu", b.op("Conv", x, b.const(w), pads=[1, 1, 1, 1]), alpha=0.2)
+    flat = b.op("Flatten", y)
+    z = b.op("Sigmoid", b.op("Gemm", flat, b.const(fc), transB=1))
+    before = b.build([z])
+
+    e = GraphBuilder("expected")
+    x = e.input("x", (1, 3, 4, 4))
+    y = e.op("portable.FusedConv", x, e.const(w), pads=[1, 1, 1, 1], activation="LeakyRelu",
+             activation_attrs=json.dumps({"alpha": 0.2}))
+    z = e.op("portable.FusedGemm", e.op("Flatten", y), e.const(fc), transB=1,
+             activation="Sigmoid", activation_attrs="{}")
+    expected = e.build([z])
+    after = rewrite(before, rules.FUSE_ACTIVATIONS)
+    assert_graphs_equal(after, expected)
+
+    xv = _rand(1, 3, 4, 4)
+    want, = CompiledGraph(before, cpu()).run({"x": xv})
+    got, = CompiledGraph(after, cpu()).run({"x": xv})
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_a_conv_output_read_twice_keeps_its_activation_separate():
+    b = GraphBuilder("g")
+    x = b.input("x", (1, 3, 4, 4))
+    y = b.op("Conv", x, b.const(_rand(2, 3, 1, 1)))
+    g = b.build([b.op("Relu", y), y])
+    assert rewrite(g, rules.FUSE_ACTIVATIONS) is g
+
+
+def test_remaining_convs_run_as_fused_convs():
+    b = GraphBuilder("before")
+    x = b.input("x", (1, 3, 4, 4))
+    w = _rand(2, 3, 3, 3)
+    before = b.build([b.op("Conv", x, b.const(w), strides=[2, 2])])
+    e = GraphBuilder("expected")
+    x = e.input("x", (1, 3, 4, 4))
+    expected = e.build([e.op("portable.FusedConv", x, e.const(w), strides=[2, 2])])
+    assert_graphs_equal(rewrite(before, rules.SELECT_FUSED_CONV), expected)
