@@ -1,0 +1,244 @@
+"""The ``onnx.backend`` interface over portable: ``prepare`` a model once, ``run`` it many times.
+
+``prepare`` imports the model with every initializer as a constant; each distinct set of input
+shapes is then planned once: constants are folded (weights that the model computes, such as
+ConstantOfShape outputs, included), the planned memory is checked against the machine, and the
+graph is compiled for the device (``portable.executor.compiled.CompiledGraph``).
+
+portable plans shapes ahead of running, so an input whose *value* decides shapes (a Reshape
+target, Slice bounds, reduction axes fed at run time) must be known while planning: small
+integer inputs (at most ``SPECIALISE_LIMIT`` elements, rank <= 1) and scalars are planned as
+constants, and the plan is keyed by their values as well as by the shapes.
+
+Example:
+    >>> import exporters.onnx.backend as backend
+    >>> rep = backend.prepare("model.onnx", device="CPU")      # doctest: +SKIP
+    >>> outputs = rep.run([x])                                  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+from onnx.backend.base import Backend, BackendRep, namedtupledict
+
+from portable.device import Device, as_device
+from portable.errors import BindError, PortableError, ShapeError
+from portable.executor.compiled import CompiledGraph
+from portable.ir.graph import Graph, TensorType
+from portable.passes.infer import infer_types
+
+from exporters.onnx.importer import import_graph
+from exporters.onnx import versions
+
+# Constant subgraphs whose outputs hold up to this many elements are evaluated once when a
+# plan is made (onnxruntime folds them too); larger ones run on every call.
+FOLD_LIMIT = 1 << 27
+# A plan may use at most this share of the machine's physical memory.
+MEMORY_SHARE = 0.8
+# Integer inputs of rank <= 1 with at most this many elements (and every scalar) are planned
+# with their values; at most PLANS_KEPT plans are cached per prepared model.
+SPECIALISE_LIMIT = 64
+PLANS_KEPT = 8
+
+
+def device_of(device: Any) -> Device:
+    """A portable Device from an onnx.backend device string ("CPU", "CUDA:1", "OPENCL")."""
+    if isinstance(device, Device):
+        return device
+    return as_device(str(device).strip().lower())
+
+
+class PortableRep(BackendRep):
+    """A prepared model: ``run(inputs)`` returns the outputs as NumPy arrays.
+
+    Args:
+        graph: the imported graph, its initializers all constants.
+        device: where it runs.
+        optimize: the optimisation level of ``portable.passes.pipeline`` (none, basic, all).
+    """
+
+    def __init__(self, graph: Graph, device: Device, optimize: str = "all") -> None:
+        self.graph = graph
+        self.device = device
+        self.optimize = optimize
+        self.input_names = [name for name, _ in graph.inputs]
+        self.output_names = list(graph.outputs)
+        self._plans: dict[tuple, CompiledGraph] = {}
+
+    def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
+        if isinstance(inputs, Mapping):
+            unknown = set(inputs) - set(self.input_names)
+            if unknown:
+                raise BindError(f"unknown input(s) {sorted(unknown)}; the model's inputs are "
+                                f"{self.input_names}")
+            feeds = dict(inputs)
+        else:
+            if isinstance(inputs, np.ndarray):
+                inputs = [inputs]
+            inputs = list(inputs)
+            if len(inputs) != len(self.input_names):
+                raise BindError(f"got {len(inputs)} inputs; the model takes "
+                                f"{len(self.input_names)}: {self.input_names}")
+            feeds = dict(zip(self.input_names, inputs))
+        declared = self.graph.input_types
+        result = {}
+        for name in self.input_names:
+            if name not in feeds:
+                raise BindError(f"input {name!r} was not given")
+            array = np.asarray(feeds[name])
+            want = declared[name]
+            if array.dtype != want.dtype:
+                raise BindError(f"input {name!r} has dtype {array.dtype}; the model declares "
+                                f"{want.dtype}")
+            if array.ndim != want.rank or any(d is not None and d != s
+                                              for d, s in zip(want.shape, array.shape)):
+                raise BindError(f"input {name!r} has shape {array.shape}; the model declares "
+                                f"{want!r}")
+            result[name] = np.asarray(array, order="C")
+        return result
+
+    def plan(self, feeds: Mapping[str, np.ndarray]) -> CompiledGraph:
+        """The compiled plan for these inputs' shapes (and specialised values), made on first
+        use."""
+        values = {name: array for name, array in feeds.items() if specialised(array)}
+        key = tuple((array.shape, array.tobytes() if name in values else None)
+                    for name, array in feeds.items())
+        plan = self._plans.pop(key, None)
+        if plan is None:
+            types = {name: TensorType(array.shape, array.dtype) for name, array in feeds.items()}
+            folded = fold_constants(self.graph, types, values)
+            try:
+                plan = CompiledGraph(folded, self.device, types, values,
+                                     optimize=self.optimize)
+            except MemoryError as exc:
+                raise ShapeError(f"graph {self.graph.name!r}: out of memory while planning for "
+                                 f"input types {types}") from exc
+            while len(self._plans) >= PLANS_KEPT:
+                self._plans.pop(next(iter(self._plans)))
+        self._plans[key] = plan  # most recently used last
+        return plan
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        """Run on ``inputs`` (a list in input order, a dict by name, or one array)."""
+        feeds = self._feeds(inputs)
+        plan = self.plan(feeds)
+        backend = self.device.backend
+        try:
+            outputs = plan.run({name: backend.from_numpy(array) for name, array in feeds.items()})
+            backend.synchronize()
+            host = [np.array(backend.to_numpy(out), copy=True) for out in outputs]
+        except MemoryError as exc:
+            raise ShapeError(f"graph {self.graph.name!r}: out of memory while running") from exc
+        return namedtupledict("Outputs", self.output_names)(*host)
+
+
+def specialised(array: np.ndarray) -> bool:
+    """Whether an input is planned with its value (it may decide shapes)."""
+    return array.ndim == 0 or (array.ndim == 1 and array.dtype.kind in "biu"
+                               and array.size <= SPECIALISE_LIMIT)
+
+
+def fold_constants(graph: Graph, input_types: Mapping[str, TensorType],
+                   input_values: Mapping[str, np.ndarray] | None = None) -> Graph:
+    """``graph`` with every node whose outputs are known for these input types (and values)
+    replaced by constants, after checking that the planned tensors fit in memory."""
+    info = infer_types(graph, input_types, input_values, fold_limit=FOLD_LIMIT)
+    check_memory(graph, info.types)
+    kept = [node for node in graph.nodes
+            if not all(not out or out in info.values for out in node.outputs)]
+    read = {name for node in kept for name in node.inputs if name} | set(graph.outputs)
+    constants = {name: value for name, value in info.values.items()
+                 if name in read and name not in graph.input_types}
+    return graph.replace(nodes=tuple(kept), initializers=constants)
+
+
+def check_memory(graph: Graph, types: Mapping[str, TensorType]) -> None:
+    """Raise ShapeError when the tensors of a plan (one buffer each) cannot fit in memory."""
+    total, largest = 0, ("", 0)
+    for name, type_ in types.items():
+        size = int(np.prod([d or 0 for d in type_.shape], dtype=object)) * type_.dtype.itemsize
+        total += size
+        if size > largest[1]:
+            largest = (name, size)
+    limit = _memory() * MEMORY_SHARE
+    if total > limit:
+        raise ShapeError(f"graph {graph.name!r}: its tensors need {total / 2**30:.1f} GiB "
+                         f"(largest: {largest[0]!r}, {types[largest[0]]!r}), more than the "
+                         f"{limit / 2**30:.1f} GiB this machine can give")
+
+
+def _memory() -> int:
+    """Physical memory, or the process's address-space limit when that is lower."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 1 << 36
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            total = min(total, soft)
+    except (ImportError, OSError, ValueError):
+        pass
+    return total
+
+
+class PortableBackend(Backend):
+    """portable as an ``onnx.backend`` (``onnx.backend.test.BackendTest`` drives it)."""
+
+    @classmethod
+    def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> PortableRep:
+        """Import ``model`` (ModelProto, bytes or path) for repeated runs on ``device``.
+
+        Keyword arguments: ``base_dir`` (external data folder), ``optimize`` (the level of
+        ``portable.passes.pipeline``: ``none``, ``basic`` or ``all``, the default)."""
+        target = device_of(device)
+        target.backend  # fail now, naming the device, when its backend cannot load
+        graph, _ = import_graph(model, base_dir=kwargs.get("base_dir"), params_as_inputs=False)
+        return PortableRep(graph, target, kwargs.get("optimize", "all"))
+
+    @classmethod
+    def run_model(cls, model: Any, inputs: Any, device: str = "CPU",
+                  **kwargs: Any) -> tuple[np.ndarray, ...]:
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU",
+                 outputs_info: Sequence[tuple[Any, tuple[int, ...]]] | None = None,
+                 **kwargs: Any) -> tuple[np.ndarray, ...]:
+        """Run one node on ``inputs`` (given for its non-empty inputs, in order)."""
+        opset = int(kwargs.get("opset_version", versions.newest_opset()))
+        names = [name for name in node.input if name]
+        arrays = [np.asarray(a) for a in (inputs.values() if isinstance(inputs, Mapping)
+                                          else inputs)]
+        if len(arrays) != len(names):
+            raise BindError(f"node {node.name!r} (op {node.op_type}) has {len(names)} inputs, "
+                            f"got {len(arrays)} arrays")
+        graph_inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                                      a.shape) for n, a in zip(names, arrays)]
+        graph_outputs = [helper.make_empty_tensor_value_info(n) for n in node.output if n]
+        model = helper.make_model(
+            helper.make_graph([node], f"node_{node.op_type}", graph_inputs, graph_outputs),
+            opset_imports=[helper.make_opsetid("", opset)])
+        return cls.prepare(model, device).run(arrays)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        """True when the device's backend loads here ("CPU", "CUDA", "OPENCL")."""
+        try:
+            device_of(device).backend
+        except (PortableError, ValueError):
+            return False
+        return True
+
+
+prepare = PortableBackend.prepare
+run_model = PortableBackend.run_model
+run_node = PortableBackend.run_node
+supports_device = PortableBackend.supports_device
+is_compatible = PortableBackend.is_compatible

@@ -1,0 +1,349 @@
+"""ONNX model -> portable IR graph and parameters.
+
+Stages of ``import_graph``: read the model (path, bytes or ModelProto) and its external data;
+check its ai.onnx opset; read graph inputs (symbolic dims become None), initializers and their
+types; order the nodes topologically (a cycle or an undefined input is a GraphError); then, node
+by node, check domain, op and attributes against the ONNX schema of the version the opset
+means, turn Constant nodes into constants, and translate the node to portable's canonical form
+(``versions.convert``), inferring types as it goes so translations can see ranks and dtypes.
+Finally float initializers that only feed differentiable inputs become parameters (graph inputs
+with values in ``params``) and the rest stay constants in the graph.
+
+Every failure is one of portable's exceptions whose message names the model and the node.
+
+Example:
+    >>> graph, params = import_graph("model.onnx")          # doctest: +SKIP
+    >>> sym, arg_params, aux_params = import_model("model.onnx")   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import onnx
+
+from portable.errors import (GraphError, OpAttributeError, PortableError, SerializationError,
+                             ShapeError, UnknownOpError)
+from portable.ir.builder import toposort
+from portable.ir.graph import PRIVATE_DOMAIN, Graph, Node, TensorType
+from portable.ir.verify import verify
+from portable.ops import registry
+from portable.ops.movement import constant_value
+from portable.passes.infer import TypeInfo, infer_node
+
+from exporters.onnx import folding, protos, versions
+
+ONNX_DOMAINS = ("", "ai.onnx")
+_CONTROL_FLOW = ("If", "Loop", "Scan", "SequenceMap")
+
+
+class _Context:
+    """The importer's side of ``versions.Rewriter``: constants, types so far, fresh names."""
+
+    def __init__(self, opset: int, taken: set[str], used: set[str]) -> None:
+        self.opset = opset
+        self.constants: dict[str, np.ndarray] = {}
+        self.info = TypeInfo()
+        self.taken = taken
+        self._used = used
+        self._count = itertools.count()
+        self.failure: PortableError | None = None
+
+    def constant(self, value: np.ndarray, hint: str) -> str:
+        name = self.fresh(hint)
+        array = np.asarray(value, order="C")
+        array.setflags(write=False)
+        self.constants[name] = array
+        self.info.types[name] = TensorType(array.shape, array.dtype)
+        self.info.values[name] = array
+        return name
+
+    def value(self, name: str) -> np.ndarray | None:
+        return self.info.values.get(name)
+
+    def type(self, name: str) -> TensorType | None:
+        return self.info.types.get(name)
+
+    def fresh(self, hint: str) -> str:
+        name = hint
+        while name in self.taken:
+            name = f"{hint}_{next(self._count)}"
+        self.taken.add(name)
+        return name
+
+    def used(self, name: str) -> bool:
+        return name in self._used
+
+    def infer(self, node: Node) -> None:
+        """Types (and small constant values) of ``node``'s outputs, as far as they are known:
+        translations of later nodes read them (ranks, dtypes). Inference stops at the first
+        node it cannot type (an input value known only at run time, a symbolic dim)."""
+        if self.failure is not None:
+            return
+        try:
+            infer_node(node, self.info)
+        except PortableError as exc:
+            self.failure = exc
+
+
+def import_graph(model: Any, *, base_dir: str | None = None,
+                 params_as_inputs: bool = True) -> tuple[Graph, dict[str, np.ndarray]]:
+    """Import an ONNX model as a portable graph.
+
+    Args:
+        model: a path, the serialized bytes or an ``onnx.ModelProto``.
+        base_dir: the folder of external data files (default: the model file's folder).
+        params_as_inputs: make float initializers that feed differentiable inputs (weights,
+            running statistics) graph inputs whose values are returned in ``params``; when
+            False every initializer stays a constant of the graph.
+
+    Returns:
+        ``(graph, params)``: the IR graph (inputs: data inputs then parameters; symbolic dims
+        are None) and the parameter arrays by name.
+
+    Example:
+        >>> graph, params = import_graph("resnet.onnx")   # doctest: +SKIP
+    """
+    proto, source = protos.load_model_proto(model, base_dir)
+    protos.check_text(proto, source)
+    opset = _ai_onnx_opset(proto, source)
+    try:
+        return _import(proto.graph, opset, source, params_as_inputs)
+    except PortableError as exc:
+        if str(exc).startswith(source):
+            raise
+        raise type(exc)(f"{source}: {exc}") from exc
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError, MemoryError) as exc:
+        # A field combination no check above foresaw: still one of our errors, naming the file.
+        raise SerializationError(f"{source}: malformed model: {type(exc).__name__}: "
+                                 f"{exc}") from exc
+
+
+def _ai_onnx_opset(proto: onnx.ModelProto, source: str) -> int:
+    versions_seen = [int(o.version) for o in proto.opset_import if o.domain in ONNX_DOMAINS]
+    if not versions_seen:
+        raise UnknownOpError(f"{source}: the model imports no ai.onnx opset (opset_import: "
+                             f"{[(o.domain, o.version) for o in proto.opset_import]})")
+    opset = max(versions_seen)
+    versions.check_model_opset(opset, source)
+    return opset
+
+
+def _import(graph: onnx.GraphProto, opset: int, source: str,
+            params_as_inputs: bool) -> tuple[Graph, dict[str, np.ndarray]]:
+    if graph.sparse_initializer:
+        raise SerializationError(f"sparse initializers ({graph.sparse_initializer[0].values.name!r}"
+                                 f", ...) are not supported")
+    initializers: dict[str, np.ndarray] = {}
+    for tensor in graph.initializer:
+        if not tensor.name or tensor.name in initializers:
+            raise GraphError(f"initializer {tensor.name!r} is unnamed or defined twice")
+        initializers[tensor.name] = protos.tensor_to_array(tensor, "initializer")
+    inputs: list[tuple[str, TensorType]] = []
+    for info in graph.input:
+        if info.name in initializers:
+            continue  # IR < 4 lists initializers as inputs too: they are overridable defaults
+        if not info.name or info.name in dict(inputs):
+            raise GraphError(f"graph input {info.name!r} is unnamed or declared twice")
+        inputs.append((info.name, protos.value_type(info, "graph input")))
+    outputs = [info.name for info in graph.output]
+    if not outputs or not all(outputs):
+        raise GraphError("the graph declares no outputs, or an unnamed one")
+
+    raw = _raw_nodes(graph)
+    taken = set(initializers) | {n for n, _ in inputs} | \
+        {o for node in raw for o in node.outputs if o}
+    used = {i for node in raw for i in node.inputs if i} | set(outputs)
+    ctx = _Context(opset, taken, used)
+    for name, type_ in inputs:
+        ctx.info.types[name] = type_
+    for name, array in initializers.items():
+        ctx.info.types[name] = TensorType(array.shape, array.dtype)
+        ctx.info.values[name] = array
+
+    ordered = toposort(raw, set(initializers) | {n for n, _ in inputs})
+    protos_by_node = {id(node): proto for node, proto in zip(raw, graph.node)}
+    nodes: list[Node] = []
+    for node in ordered:
+        for converted in _convert_node(node, protos_by_node[id(node)], ctx):
+            nodes.append(converted)
+            ctx.infer(converted)
+
+    constants = {**initializers, **ctx.constants}
+    result = Graph(nodes=tuple(nodes), inputs=tuple(inputs), outputs=tuple(outputs),
+                   initializers=constants, name=graph.name or "onnx")
+    verify(result, check_types=False)
+    params: dict[str, np.ndarray] = {}
+    if params_as_inputs:
+        result, params = _split_params(result, initializers)
+    # Type errors surface when the graph is planned (prepare, bind): types may depend on input
+    # values (a Reshape target fed at run time) that only the caller knows.
+    return result, params
+
+
+def _raw_nodes(graph: onnx.GraphProto) -> list[Node]:
+    """IR nodes straight from the protos (op, names, node names made unique), unconverted."""
+    nodes, names = [], set()
+    for index, proto in enumerate(graph.node):
+        name = proto.name or f"{proto.op_type}_{index}"
+        if name in names:
+            name = f"{name}_{index}"
+        names.add(name)
+        if not proto.op_type.isidentifier():
+            raise SerializationError(f"node {name!r} has an invalid op_type "
+                                     f"{proto.op_type[:40]!r}")
+        op = proto.op_type if proto.domain in ONNX_DOMAINS else f"{proto.domain}.{proto.op_type}"
+        outputs = tuple(proto.output)
+        if not any(outputs):
+            raise GraphError(f"node {name!r} (op {op}) has no outputs")
+        nodes.append(Node(op, tuple(proto.input), outputs, {}, name))
+    return nodes
+
+
+def _convert_node(node: Node, proto: onnx.NodeProto, ctx: _Context) -> list[Node]:
+    """Check ``proto`` against its schema and translate it to canonical nodes (a Constant
+    becomes a constant value and yields no node, as does a constant node of an op portable
+    lacks: see ``folding.py``)."""
+    if proto.domain in ONNX_DOMAINS and proto.op_type not in registry.ops and \
+            versions.op_version(proto.op_type, ctx.opset) is not None and _fold(proto, ctx):
+        return []
+    version = _check_op(node, proto, ctx.opset)
+    schema = versions.schema(proto.op_type, version)
+    label = versions.where(node, ctx.opset, version)
+    attrs = {}
+    for attr in proto.attribute:
+        if attr.name in attrs:
+            raise OpAttributeError(f"{label}: attribute {attr.name!r} is given twice")
+        if attr.name not in schema.attributes:
+            raise OpAttributeError(f"{label}: unknown attribute {attr.name!r}; version "
+                                   f"{version} of {proto.op_type} has "
+                                   f"{sorted(schema.attributes) or 'none'}")
+        kind, value = protos.attribute_value(attr, label)
+        expected = protos._ATTRIBUTE_KINDS.get(schema.attributes[attr.name].type)
+        attrs[attr.name] = protos.coerce_attribute(kind, value, expected, f"{label}: attribute "
+                                                   f"{attr.name!r}")
+    node = node.replace(attrs=attrs)
+    if node.op == "Constant":
+        _import_constant(node, ctx, label)
+        return []
+    canonical = versions.canonical_version(node.op)
+    converted = versions.convert(node, version, canonical, ctx) \
+        if version != canonical else [versions.reconcile(node, version, version, ctx)]
+    for out in converted:
+        registry.get(out.op, node=out).check_arity(out)
+    return converted
+
+
+def _fold(proto: onnx.NodeProto, ctx: _Context) -> bool:
+    """Evaluate a node of an op portable lacks when its inputs are constants."""
+    inputs = [ctx.value(name) if name else None for name in proto.input]
+    if not folding.foldable(proto, inputs):
+        return False
+    results = folding.fold_unimplemented(proto, inputs, ctx.opset)
+    if results is None:
+        return False
+    for name, value in zip([o for o in proto.output if o], results):
+        value.setflags(write=False)
+        ctx.constants[name] = value
+        ctx.info.types[name] = TensorType(value.shape, value.dtype)
+        ctx.info.values[name] = value
+    return True
+
+
+def _check_op(node: Node, proto: onnx.NodeProto, opset: int) -> int:
+    """The version of the node's op that ``opset`` means; unknown ops and domains raise
+    UnknownOpError naming op, domain, opset, node and the supported range."""
+    supported = f"portable imports ai.onnx opsets {versions.MIN_IMPORT_OPSET} to " \
+                f"{versions.newest_opset()}"
+    domain = proto.domain or "ai.onnx"
+    if proto.domain not in ONNX_DOMAINS:
+        private = " (portable's private ops are never read from ONNX files)" \
+            if proto.domain == PRIVATE_DOMAIN else ""
+        raise UnknownOpError(f"node {node.name!r}: op {proto.op_type!r} of domain {domain!r} "
+                             f"is not supported{private}; {supported} (domain 'ai.onnx' only)")
+    version = versions.op_version(proto.op_type, opset)
+    if proto.op_type not in registry.ops or registry.ops[proto.op_type].domain:
+        hint = " (control flow with subgraphs is not supported)" \
+            if proto.op_type in _CONTROL_FLOW else ""
+        exists = "" if version is not None else f", which opset {opset} does not define"
+        raise UnknownOpError(f"node {node.name!r}: op {proto.op_type!r} (domain {domain!r}, "
+                             f"opset {opset}{exists}) is not implemented by portable{hint}; "
+                             f"{supported}; implemented ops: portable.ops.ops")
+    if version is None:
+        raise UnknownOpError(f"node {node.name!r}: op {proto.op_type!r} does not exist in "
+                             f"ai.onnx opset {opset} (it appears in version "
+                             f"{versions.first_version(proto.op_type)}); {supported}")
+    if opset < versions.MIN_IMPORT_OPSET and version < versions.LEGACY.get(proto.op_type, 99) \
+            and version != versions.op_version(proto.op_type, versions.MIN_IMPORT_OPSET):
+        raise UnknownOpError(f"node {node.name!r}: op {proto.op_type!r} version {version} "
+                             f"(ai.onnx opset {opset}) predates the forms portable reads; "
+                             f"{supported}")
+    return version
+
+
+def _import_constant(node: Node, ctx: _Context, label: str) -> None:
+    if node.attrs.get("sparse_value") is not None:
+        raise OpAttributeError(f"{label}: sparse_value is not supported")
+    try:
+        value = constant_value(dict(node.attrs))
+    except ValueError as exc:
+        raise OpAttributeError(f"{label}: {exc}") from exc
+    if value.dtype.kind not in "biuf":
+        raise ShapeError(f"{label}: {value.dtype} constants are not supported (numbers only)")
+    value = np.asarray(value, order="C")
+    value.setflags(write=False)
+    name = node.outputs[0]
+    ctx.constants[name] = value
+    ctx.info.types[name] = TensorType(value.shape, value.dtype)
+    ctx.info.values[name] = value
+
+
+def _split_params(graph: Graph, initializers: dict[str, np.ndarray]
+                  ) -> tuple[Graph, dict[str, np.ndarray]]:
+    """Float initializers read only at differentiable inputs become parameters."""
+    readers: dict[str, list[tuple[Node, int]]] = {}
+    for node in graph.nodes:
+        for index, name in enumerate(node.inputs):
+            if name:
+                readers.setdefault(name, []).append((node, index))
+    params = {}
+    for name, array in initializers.items():
+        uses = readers.get(name, [])
+        if array.dtype.kind != "f" or not uses or name in graph.outputs:
+            continue
+        if all(index not in registry.get(node.op).nondiff_inputs for node, index in uses):
+            params[name] = array
+    constants = {k: v for k, v in graph.initializers.items() if k not in params}
+    inputs = graph.inputs + tuple((n, TensorType(a.shape, a.dtype)) for n, a in params.items())
+    return graph.replace(inputs=inputs, initializers=constants), params
+
+
+def import_model(model: Any, *, base_dir: str | None = None,
+                 device: Any = None) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """Import an ONNX model for the Symbol API (MXNet's ``onnx.import_model``).
+
+    Args:
+        model: a path, the serialized bytes or an ``onnx.ModelProto``.
+        base_dir: the folder of external data files (default: the model file's folder).
+        device: where the parameter NDArrays live (default: the CPU).
+
+    Returns:
+        ``(symbol, arg_params, aux_params)``: the symbol, and NDArray dicts of its arguments
+        and auxiliary states (BatchNormalization's running statistics).
+
+    Example:
+        >>> sym, args, aux = import_model("lenet.onnx")                    # doctest: +SKIP
+        >>> exe = sym.bind(pt.cpu(), {**args, "data": x}, aux_states=aux)  # doctest: +SKIP
+    """
+    from portable.ndarray.ndarray import array
+    from exporters.onnx.symbolic import graph_to_symbol
+
+    graph, params = import_graph(model, base_dir=base_dir)
+    symbol = graph_to_symbol(graph)
+    aux_names = set(symbol.list_auxiliary_states())
+    arg_params = {n: array(v, device, dtype=v.dtype) for n, v in params.items()
+                  if n not in aux_names}
+    aux_params = {n: array(v, device, dtype=v.dtype) for n, v in params.items()
+                  if n in aux_names}
+    return symbol, arg_params, aux_params

@@ -1,0 +1,58 @@
+"""Shared helpers of the ONNX tests: onnxruntime as the reference, small model builders."""
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the ONNX tests need the onnx package")
+from onnx import TensorProto, helper  # noqa: E402
+
+
+def ort_run(model: Any, feeds: dict) -> list[np.ndarray]:
+    """Outputs of onnxruntime (the reference runtime) on ``model`` (ModelProto, bytes, path)."""
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference runtime")
+    if isinstance(model, onnx.ModelProto):
+        model = model.SerializeToString()
+    elif isinstance(model, (str, os.PathLike)):
+        model = os.fspath(model)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def make_model(nodes: Sequence[Any], inputs: Sequence[tuple[str, np.ndarray]],
+               outputs: Sequence[str], opset: int, initializers: Sequence[Any] = (),
+               ir_version: int | None = None) -> onnx.ModelProto:
+    """A model whose inputs are typed like the given arrays; outputs untyped."""
+    infos = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                           a.shape) for name, a in inputs]
+    graph = helper.make_graph(list(nodes), "test", infos,
+                              [helper.make_empty_tensor_value_info(o) for o in outputs],
+                              list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = ir_version or min(helper.find_min_ir_version_for(model.opset_import), 10)
+    return model
+
+
+def tensor(name: str, values: Any, dtype: Any = np.float32) -> TensorProto:
+    return onnx.numpy_helper.from_array(np.asarray(values, dtype), name)
+
+
+def light_models() -> list[str]:
+    folder = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+    return sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".onnx"))
+
+
+def light_input(model: onnx.ModelProto) -> tuple[str, np.ndarray]:
+    """The input onnx's backend test feeds the light models: arange(n) / n in the input's
+    shape (symbolic dims 1), as ``Runner.generate_dummy_data`` writes it."""
+    init = {t.name for t in model.graph.initializer}
+    info = next(i for i in model.graph.input if i.name not in init)
+    shape = tuple(d.dim_value if d.HasField("dim_value") else 1
+                  for d in info.type.tensor_type.shape.dim)
+    count = int(np.prod(shape))
+    return info.name, (np.arange(count).reshape(shape) / count).astype(np.float32)
