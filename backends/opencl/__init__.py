@@ -1,0 +1,159 @@
+"""The OpenCL backend (pyopencl): any OpenCL 1.2+ device, PoCL on the CPU in CI.
+
+``create_backend(device)`` opens ``portable.opencl(i)`` (see ``backends.opencl.device`` for
+selection and ``PORTABLE_OPENCL_DEVICE``). Arrays are ``CLArray`` views of device buffers;
+kernels are generated (elementwise, reductions) or hand-written (GEMM, convolution, pooling,
+normalisation, movement, recurrent cells, losses) and compiled once per device (programs are
+cached on disk between runs).
+
+Engine integration: all kernels of a device go to its one in-order queue; an op kernel
+enqueues its launches and waits once, for the last, before returning, so the engine op that
+called it completes only when the device has finished (``runtime`` explains the deferred
+blocks that let a whole compiled segment wait once).
+
+Honest placement: an op without an OpenCL kernel raises MissingKernelError naming the op and
+the device. Setting ``PORTABLE_OPENCL_FALLBACK=1`` before the device is first used (or
+``create_backend(device, fallback=True)``) runs such ops with the NumPy reference on the host
+instead, copying their inputs and outputs; ``backend.fallback_report()`` lists every op that
+ran there and the bytes copied.
+
+Example:
+    >>> import portable as pt                                  # doctest: +SKIP
+    >>> x = pt.nd.array([[1.0, -2.0]], device=pt.opencl(0))    # doctest: +SKIP
+    >>> pt.nd.relu(x).asnumpy()                                # doctest: +SKIP
+    array([[1., 0.]], dtype=float32)
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Iterator
+
+import numpy as np
+
+from portable.backend import Backend, Kernel
+from portable.device import Device
+from portable.errors import MissingDependencyError, MissingKernelError
+
+ENV_FALLBACK = "PORTABLE_OPENCL_FALLBACK"
+
+
+class OpenCLBackend(Backend):
+    """Kernels on one OpenCL device; arrays are ``CLArray``."""
+
+    name = "opencl"
+
+    def __init__(self, device: Device, runtime: Any, kernels: dict[str, Kernel],
+                 fallback: bool = False) -> None:
+        from backends.opencl.arrayops import ArrayNamespace
+        from backends.opencl.fallback import FallbackRecorder
+
+        super().__init__(device, kernels)
+        self.runtime = runtime
+        self.xp = ArrayNamespace(runtime)
+        self.alignment = runtime.device.alignment
+        self.fallback = FallbackRecorder(self) if fallback else None
+        self._wrapped: dict[str, Kernel] = {}
+
+    def kernel(self, op: str) -> Kernel:
+        """The kernel of ``op``, wrapped so that the engine op calling it completes only when
+        the device has finished its commands (unless a deferred segment waits once at its
+        end). Without an OpenCL kernel: the CPU fallback when allowed, else
+        MissingKernelError."""
+        wrapped = self._wrapped.get(op)
+        if wrapped is not None:
+            return wrapped
+        fn = self.kernels.get(op)
+        if fn is None:
+            if self.fallback is None:
+                raise MissingKernelError(
+                    f"op {op} has no kernel on device {self.device} (backend opencl, "
+                    f"{self.runtime.device.name}); set {ENV_FALLBACK}=1 to run it on the "
+                    f"CPU with copies")
+            fn = self.fallback.kernel(op)
+        runtime = self.runtime
+
+        def run(ctx, inputs, outputs, attrs):
+            for out in outputs:
+                if out is not None:
+                    runtime.touch(out)
+            with runtime.deferred():  # launches enqueue; the block's end waits once
+                fn(ctx, inputs, outputs, attrs)
+        run.__name__ = getattr(fn, "__name__", op)
+        if getattr(fn, "workspace", None) is not None:  # scratch the memory plan counts
+            run.workspace = fn.workspace
+        self._wrapped[op] = run
+        return run
+
+    def describe(self) -> str:
+        return (f"OpenCL on {self.runtime.device.describe()}, {len(self.kernels)} kernels"
+                + (", CPU fallback on" if self.fallback is not None else ""))
+
+    def fallback_report(self) -> dict:
+        """Ops that ran on the CPU fallback: ``{"ops": {op: calls}, "bytes_copied": n}``."""
+        if self.fallback is None:
+            return {"enabled": False, "ops": {}, "bytes_copied": 0}
+        return self.fallback.report()
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Run a segment of kernels without a wait per kernel; one wait at the end."""
+        with self.runtime.deferred():
+            yield
+
+    # -- allocator -------------------------------------------------------------------------
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        from backends.opencl.allocator import empty
+
+        return empty(self.runtime, shape, dtype)
+
+    def arena(self, nbytes: int) -> Any:
+        from backends.opencl.allocator import arena
+
+        return arena(self.runtime, nbytes)
+
+    def view(self, arena: Any, offset: int, shape: tuple[int, ...], dtype: Any) -> Any:
+        from backends.opencl.allocator import arena_view
+
+        return arena_view(arena, offset, shape, dtype)
+
+    def from_numpy(self, array: np.ndarray) -> Any:
+        from backends.opencl.allocator import from_numpy
+
+        return from_numpy(self.runtime, array)
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        from backends.opencl.allocator import CLArray, to_numpy
+
+        return to_numpy(array) if isinstance(array, CLArray) else np.asarray(array)
+
+    def copy_into(self, dst: Any, src: Any) -> None:
+        from backends.opencl.arrayops import assign
+
+        assign(dst, src)
+
+    def synchronize(self) -> None:
+        self.runtime.finish()
+
+
+def create_backend(device: Device, fallback: bool | None = None) -> OpenCLBackend:
+    """Open ``device`` (``portable.opencl(i)``).
+
+    Raises:
+        MissingDependencyError: pyopencl is not installed.
+        BackendError: no OpenCL platform/device, or index ``i`` does not exist.
+    """
+    try:
+        import pyopencl  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"the OpenCL backend needs pyopencl ({exc}); install it with: "
+            f"pip install 'portable[opencl]'") from exc
+    from backends.opencl.device import CLDevice
+    from backends.opencl.kernels import kernels
+    from backends.opencl.runtime import Runtime
+
+    runtime = Runtime(CLDevice.open(device.device_id))
+    if fallback is None:
+        fallback = os.environ.get(ENV_FALLBACK, "0") not in ("", "0")
+    return OpenCLBackend(device, runtime, kernels, fallback)

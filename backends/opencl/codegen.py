@@ -1,0 +1,484 @@
+"""Elementwise and fused-elementwise kernels, generated from a table of op -> C expression.
+
+Stages of ``run_elementwise``:
+1. Types: each step of the (possibly fused) expression gets a result dtype from its op's rule
+   (NumPy promotion with Python scalars weak, bool for comparisons, ...).
+2. Layout: operands are broadcast (stride-0 views) to the output shape, then axes that are
+   contiguous for every operand are merged, so most calls become 1-D.
+3. Layout variant: ``flat`` when the output is contiguous and every operand contiguous or a
+   single element (a work-item takes ``runtime.per_item`` consecutive elements: CPU runtimes
+   pay per work-item), else ``strided`` (a work-item decodes its row over up to 8 outer axes
+   once, then walks up to CHUNK elements of the innermost axis). Shapes, strides and
+   attribute values are kernel arguments, never part of the source, so one compiled kernel
+   serves every shape.
+4. A single table op runs its *family* kernel (``families``: one program per type signature
+   switching over every op); a fused expression gets a program of its own (both layouts),
+   looked up by its signature (ops, dtypes).
+
+Operands that alias the output with another layout are copied first (NumPy's overlap rule).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from portable.errors import BackendError
+
+from backends.opencl.allocator import CLArray, empty
+from backends.opencl.scalars import CType, ctype, preamble
+
+MAX_RANK = 8
+_LITERAL = re.compile(r"L\((-?[0-9.]+(?:e-?[0-9]+)?)\)")
+
+
+@dataclass(frozen=True)
+class EwOp:
+    """One elementwise op: a C expression over operands ``{0}``, ``{1}``, ... and named
+    parameters ``{alpha}``... (kernel arguments); ``L(0.5)`` is a literal of the compute type.
+
+    Args:
+        expr: the template, or a function of the operands' CTypes returning one.
+        arity: number of operands.
+        result: "promote" (NumPy promotion of the promoted operands), "bool", "first" (the
+            first operand's dtype) or "given" (the output's dtype: casts).
+        promote: operands converted to the common compute type (default: all); the others
+            keep their own (a condition, an integer exponent, a cast's source).
+        params: names of float parameters.
+        helpers: C functions the expression calls.
+    """
+
+    name: str
+    expr: str | Callable[..., str]
+    arity: int
+    result: str = "promote"
+    promote: tuple[int, ...] | None = None
+    params: tuple[str, ...] = ()
+    helpers: str = ""
+    kinds: str = "biuf"  # dtype kinds of the compute type the template is valid for
+
+    def template(self, types: Sequence[CType]) -> str:
+        return self.expr(*types) if callable(self.expr) else self.expr
+
+
+@dataclass(frozen=True)
+class Step:
+    """One op of a fused expression; ``args`` are ("in", k) operands or ("t", j) steps."""
+
+    op: EwOp
+    args: tuple[tuple[str, int], ...]
+    params: tuple[float, ...] = ()
+
+
+@dataclass
+class _Operand:
+    value: Any                 # a CLArray or a host scalar
+    is_array: bool
+    dtype: np.dtype | None = None
+    mode: str = "k"            # k: scalar argument, c: contiguous, b: one element, s: strided
+    strides: tuple[int, ...] = ()
+    offset: int = 0
+
+
+def _weak(value: Any) -> Any:
+    """What np.result_type sees for a host scalar (Python scalars stay weak)."""
+    if isinstance(value, np.ndarray):
+        return value.dtype
+    return value
+
+
+def _step_dtypes(steps: Sequence[Step], operands: Sequence[_Operand],
+                 out_dtypes: Sequence[np.dtype | None]) -> list[np.dtype]:
+    """The result dtype of every step (the last ones may be fixed by their outputs)."""
+    types: list[np.dtype] = []
+    final = {len(steps) - len(out_dtypes) + k: d for k, d in enumerate(out_dtypes)}
+    for j, step in enumerate(steps):
+        op = step.op
+        refs = [_ref_value(ref, operands, types) for ref in step.args]
+        chosen = op.promote if op.promote is not None else range(op.arity)
+        promoted = [refs[k] for k in chosen]
+        if op.result == "given":
+            dtype = final.get(j)
+            if dtype is None:
+                raise BackendError(f"elementwise {op.name}: the output dtype must be given")
+        elif op.result == "bool":
+            dtype = np.dtype(np.bool_)
+        elif op.result == "first":
+            dtype = _as_dtype(refs[0])
+        else:
+            dtype = np.result_type(*promoted) if promoted else final.get(j)
+        types.append(np.dtype(dtype))
+    return types
+
+
+def _ref_value(ref, operands, types):
+    kind, index = ref
+    if kind == "t":
+        return types[index]
+    operand = operands[index]
+    return operand.dtype if operand.is_array else _weak(operand.value)
+
+
+def _as_dtype(value: Any) -> np.dtype:
+    return value if isinstance(value, np.dtype) else np.result_type(value)
+
+
+def _compute_dtype(steps, operands, types, j) -> np.dtype:
+    """The dtype the promoted operands of step ``j`` are computed in."""
+    step = steps[j]
+    if step.op.result != "bool":
+        return types[j]
+    chosen = step.op.promote if step.op.promote is not None else range(step.op.arity)
+    refs = [_ref_value(step.args[k], operands, types) for k in chosen]
+    return np.dtype(np.result_type(*refs)) if refs else types[j]
+
+
+def broadcast_shapes(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    """NumPy's broadcasting of ``shapes``; a mismatch raises BackendError."""
+    if len(shapes) == 1 or all(s == shapes[0] for s in shapes[1:]):
+        return tuple(shapes[0]) if shapes else ()
+    rank = max(len(s) for s in shapes)
+    result = [1] * rank
+    for shape in shapes:
+        for axis, dim in enumerate(shape, start=rank - len(shape)):
+            if dim != 1:
+                if result[axis] not in (1, dim):
+                    raise BackendError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+                result[axis] = dim
+    return tuple(result)
+
+
+def collapse(shape: Sequence[int], strides_list: Sequence[Sequence[int]]):
+    """Drop size-1 axes and merge neighbours that are contiguous for every operand."""
+    dims = [(d, [s[i] for s in strides_list]) for i, d in enumerate(shape) if d != 1]
+    merged: list[tuple[int, list[int]]] = []
+    for dim, strides in dims:
+        if merged:
+            prev_dim, prev_strides = merged[-1]
+            if all(p == s * dim for p, s in zip(prev_strides, strides)):
+                merged[-1] = (prev_dim * dim, strides)
+                continue
+        merged.append((dim, strides))
+    new_shape = [d for d, _ in merged]
+    new_strides = [[s[k] for _, s in merged] for k in range(len(strides_list))]
+    return new_shape, new_strides
+
+
+def _overlaps(a: CLArray, b: CLArray) -> bool:
+    """Whether two views of one buffer may touch the same elements with different layouts."""
+    same = a.offset == b.offset and a.strides == b.strides and a.shape == b.shape
+    if a.buffer is not b.buffer or same:
+        return False
+
+    def span(x):
+        low = x.offset + sum(min(0, (d - 1) * s) for d, s in zip(x.shape, x.strides))
+        high = x.offset + sum(max(0, (d - 1) * s) for d, s in zip(x.shape, x.strides))
+        return low, high
+    (la, ha), (lb, hb) = span(a), span(b)
+    return a.size > 0 and b.size > 0 and la <= hb and lb <= ha
+
+
+def run_elementwise(steps: Sequence[Step], operands: Sequence[Any],
+                    outs: Sequence[CLArray | None], out_dtypes: Sequence[Any] = (),
+                    runtime: Any = None) -> list[CLArray]:
+    """Evaluate fused ``steps`` over ``operands``; the last ``len(outs)`` steps are written to
+    ``outs`` (allocated when None). Returns the output arrays."""
+    ops = [_Operand(v, isinstance(v, CLArray)) for v in operands]
+    for operand in ops:
+        if isinstance(operand.value, np.ndarray) and operand.value.ndim:
+            raise BackendError("host arrays must be uploaded before an elementwise op")
+        if operand.is_array:
+            operand.dtype = operand.value.dtype
+            runtime = runtime or operand.value.runtime
+    given = [o.dtype if o is not None else (np.dtype(d) if d is not None else None)
+             for o, d in zip(outs, list(out_dtypes) + [None] * len(outs))]
+    for out in outs:
+        if out is not None:
+            runtime = runtime or out.runtime
+    if runtime is None:
+        raise BackendError("an elementwise op needs at least one device array")
+    types = _step_dtypes(steps, ops, given)
+    arrays = [o.value for o in ops if o.is_array]
+    shape = broadcast_shapes([a.shape for a in arrays])
+    results = []
+    for k, out in enumerate(outs):
+        if out is None:
+            out = empty(runtime, shape, types[len(steps) - len(outs) + k])
+        elif broadcast_shapes([out.shape, shape]) != out.shape:
+            raise BackendError(f"cannot write a {shape} result into an array of {out.shape}")
+        results.append(out)
+    for out in results:
+        runtime.touch(out)
+    shape = results[0].shape
+    if results[0].size == 0:
+        return results
+    for operand in ops:
+        if operand.is_array and any(_overlaps(operand.value, r) for r in results):
+            operand.value = operand.value.copy()
+    views = [r for r in results] + [o.value.broadcast_to(shape) for o in ops if o.is_array]
+    dims, strides = collapse(shape, [v.strides for v in views])
+    flat = all(s == list(_contiguous(dims)) for s in strides[:len(results)]) and all(
+        s == list(_contiguous(dims)) or not any(s) for s in strides[len(results):])
+    if len(dims) > MAX_RANK:
+        raise BackendError(f"elementwise over {len(dims)} non-mergeable axes (at most "
+                           f"{MAX_RANK})")
+    k = len(results)
+    for operand in (o for o in ops if o.is_array):
+        view = views[k]
+        operand.offset, operand.strides = view.offset, tuple(strides[k])
+        operand.mode = ("c" if any(strides[k]) else "b") if flat else "s"
+        k += 1
+    family = _family_op(steps, ops, types, results)
+    if family is not None:
+        from backends.opencl.families import run_family
+
+        run_family(runtime, family, steps[0].params, ops, types[0], results[0], dims,
+                   strides, flat)
+        return results
+    signature = (tuple((s.op.name, s.args, len(s.params)) for s in steps),
+                 tuple(o.dtype.name if o.is_array else None for o in ops),
+                 tuple(t.name for t in types), tuple(r.dtype.name for r in results), flat)
+    kernel = _kernel(runtime, signature, steps, ops, types, [r.dtype for r in results], flat)
+    count = -(-results[0].size // runtime.per_item)
+    if not flat:
+        count, head, per_array = strided_layout(dims, strides)
+    args: list[Any] = [np.int32(results[0].size if flat else count)] + ([] if flat else head)
+    for k, out in enumerate(results):
+        args += [out.buffer, np.int32(out.offset)]
+        if not flat:
+            args += per_array[k]
+    compute = [ctype(_compute_dtype(steps, ops, types, j)) for j in range(len(steps))]
+    scalar_types = _operand_ctypes(steps, ops, types)
+    k = len(results)
+    for i, operand in enumerate(ops):
+        if operand.is_array:
+            args += [operand.value.buffer, np.int32(operand.offset)]
+            args += [np.int32(1 if operand.mode == "c" else 0)] if flat else per_array[k]
+            k += 1
+        else:
+            args.append(scalar_types[i].scalar(operand.value))
+    for j, step in enumerate(steps):
+        args += [compute[j].scalar(p) for p in step.params]
+    runtime.launch1d(kernel, count, *args)
+    return results
+
+
+def _family_op(steps, ops, types, results):
+    """The op when this call can use a shared family kernel (one op over operands in order,
+    all converted to one compute type), else None."""
+    if len(steps) != 1 or len(results) != 1:
+        return None
+    step = steps[0]
+    op = step.op
+    if step.args != tuple(("in", k) for k in range(len(ops))):
+        return None
+    from backends.opencl.optable import TABLE
+
+    if TABLE.get(op.name) is not op:
+        return None
+    if op.name == "Cast":  # a same-type copy (or a fill) is the family's Identity
+        source = ops[0].dtype if ops[0].is_array else None
+        return "Identity" if source in (None, results[0].dtype) else None
+    if op.result not in ("promote", "bool", "first"):
+        return None
+    return op.name
+
+
+def _contiguous(dims):
+    strides, step = [], 1
+    for d in reversed(dims):
+        strides.append(step)
+        step *= d
+    return list(reversed(strides))
+
+
+CHUNK = 32  # elements of the innermost axis one work-item of a strided kernel walks
+
+
+def strided_index(names: Sequence[str]) -> tuple[list[str], str, str]:
+    """Code of the strided layout: each work-item decodes its row over the outer axes once
+    (divisions), then walks up to CHUNK elements of the innermost axis by stride steps.
+
+    Returns the extra kernel parameters of each indexed array (``{name}_st`` for the outer
+    axes, ``{name}_in`` for the innermost), the prologue, and the loop header; the loop body
+    reads ``{name}_i``."""
+    params = [p for name in names for p in (f"const int8 {name}_st", f"const int {name}_in")]
+    lines = ["const int seg = i % segs, row = i / segs;", "int r = row;"]
+    lines += [f"int {name}_b = {name}_off;" for name in names]
+    for d in reversed(range(MAX_RANK)):
+        updates = " ".join(f"{name}_b += c * {name}_st.s{d};" for name in names)
+        lines.append(f"if (rank > {d}) {{ const int q = r / shape.s{d}; "
+                     f"const int c = r - q * shape.s{d}; r = q; {updates} }}")
+    loop = (f"for (int j = seg * {CHUNK}; j < min(seg * {CHUNK} + {CHUNK}, inner); ++j) {{ "
+            + " ".join(f"const int {name}_i = {name}_b + j * {name}_in;" for name in names))
+    return params, " ".join(lines), loop
+
+
+def flat_index(outs: Sequence[str], ins: Sequence[str], per: int) -> str:
+    """The loop header of the flat layout: a work-item takes ``per`` consecutive elements;
+    outputs are contiguous, inputs contiguous (step 1) or one element (step 0)."""
+    return (f"if (i * {per} >= n) return; "
+            f"for (int e = i * {per}; e < min(i * {per} + {per}, n); ++e) {{ "
+            + " ".join(f"const int {y}_i = {y}_off + e;" for y in outs) + " "
+            + " ".join(f"const int {x}_i = {x}_off + e * {x}_step;" for x in ins))
+
+
+def strided_layout(dims: Sequence[int], strides: Sequence[Sequence[int]]):
+    """Launch arguments of the strided layout: work-items, the outer-axis (rank, shape) and
+    (segments, inner size), and per array its (outer strides, inner stride)."""
+    dims = list(dims) or [1]
+    strides = [list(s) or [0] for s in strides]
+    inner, segs = dims[-1], -(-dims[-1] // CHUNK)
+    rows = math.prod(dims[:-1])
+    head = [np.int32(len(dims) - 1), _int8(dims[:-1]), np.int32(segs), np.int32(inner)]
+    per_array = [(_int8(s[:-1]), np.int32(s[-1])) for s in strides]
+    return rows * segs, head, per_array
+
+
+_INT8_CACHE: dict[tuple, Any] = {}
+
+
+def _int8(values: Sequence[int]) -> Any:
+    """An OpenCL ``int8`` kernel argument (unused lanes 0). Cached: arguments are read-only."""
+    key = tuple(values)
+    hit = _INT8_CACHE.get(key)
+    if hit is None:
+        import pyopencl.cltypes as cltypes
+
+        if len(_INT8_CACHE) > 4096:
+            _INT8_CACHE.clear()
+        hit = _INT8_CACHE[key] = np.array(key + (0,) * (MAX_RANK - len(key)),
+                                          dtype=cltypes.int8)
+    return hit
+
+
+def _operand_ctypes(steps, ops, types) -> list[CType]:
+    """The C type a scalar operand is passed as: the compute type of its first use."""
+    result: list[CType | None] = [None] * len(ops)
+    for j, step in enumerate(steps):
+        chosen = step.op.promote if step.op.promote is not None else range(step.op.arity)
+        for k, (kind, index) in enumerate(step.args):
+            if kind == "in" and result[index] is None and not ops[index].is_array:
+                dtype = _compute_dtype(steps, ops, types, j) if k in chosen else \
+                    _as_dtype(_weak(ops[index].value))
+                result[index] = ctype(dtype)
+    return [r or ctype(np.float32) for r in result]
+
+
+def _kernel(runtime, signature, steps, ops, types, out_dtypes, flat):
+    memo = runtime.__dict__.setdefault("_ew_kernels", {})
+    kernels = memo.get(signature)
+    if kernels is None:
+        source = elementwise_source(steps, ops, types, out_dtypes, runtime.per_item)
+        kernels = memo[signature] = (runtime.kernel(source, "ew_flat"),
+                                     runtime.kernel(source, "ew_strided"))
+    return kernels[0] if flat else kernels[1]
+
+
+def elementwise_source(steps, ops, types, out_dtypes, per: int = 1) -> str:
+    """The OpenCL C source of one (fused) elementwise expression: kernels ``ew_flat`` (every
+    operand contiguous or one element: a step of 1 or 0 per operand) and ``ew_strided``. The
+    last ``len(out_dtypes)`` steps are stored, converted to the outputs' dtypes."""
+    n_out = len(out_dtypes)
+    out_types = [ctype(t) for t in out_dtypes]
+    scalar_types = _operand_ctypes(steps, ops, types)
+    compute = [ctype(_compute_dtype(steps, ops, types, j)) for j in range(len(steps))]
+    helpers, lines = [], []
+    for i, operand in enumerate(ops):
+        if operand.is_array:
+            c = ctype(operand.dtype)
+            lines.append(f"const {c.compute} v{i} = {c.load(f'x{i}', f'x{i}_i')};")
+        else:
+            lines.append(f"const {scalar_types[i].compute} v{i} = s{i};")
+    for j, step in enumerate(steps):
+        op = step.op
+        chosen = op.promote if op.promote is not None else range(op.arity)
+        arg_types, names = [], []
+        for k, (kind, index) in enumerate(step.args):
+            name = f"v{index}" if kind == "in" else f"t{index}"
+            if k in chosen:
+                names.append(f"(({compute[j].compute}){name})")
+                arg_types.append(compute[j])
+            else:
+                names.append(name)
+                src_dtype = ops[index].dtype if kind == "in" and ops[index].is_array else (
+                    types[index] if kind == "t" else scalar_types[index].dtype)
+                arg_types.append(ctype(src_dtype))
+        template = _LITERAL.sub(lambda m: compute[j].literal(float(m.group(1))),
+                                op.template(arg_types))
+        expr = template.format(*names, **{p: f"p{j}_{p}" for p in op.params})
+        result = ctype(types[j])
+        lines.append(f"const {result.compute} t{j} = ({result.compute})({expr});")
+        if op.helpers and op.helpers not in helpers:
+            helpers.append(op.helpers)
+    for k, c in enumerate(out_types):
+        lines.append(c.store(f"y{k}", f"y{k}_i", f"t{len(steps) - n_out + k}") + ";")
+    dtypes = [o.dtype for o in ops if o.is_array] + list(types) + list(out_dtypes)
+    kernels = [_elementwise_kernel(name, flat, ops, out_types, scalar_types, compute, steps,
+                                   lines, per) for name, flat in (("ew_flat", True),
+                                                                  ("ew_strided", False))]
+    return preamble(dtypes) + "\n".join(helpers) + "".join(kernels)
+
+
+def _elementwise_kernel(name, flat, ops, out_types, scalar_types, compute, steps, lines,
+                        per):
+    outs = [f"y{k}" for k in range(len(out_types))]
+    ins = [f"x{i}" for i, o in enumerate(ops) if o.is_array]
+    params = ["const int n"]
+    if not flat:
+        params += ["const int rank", "const int8 shape", "const int segs", "const int inner"]
+        extra, prologue, loop = strided_index(outs + ins)
+        per = dict(zip(outs + ins, zip(extra[::2], extra[1::2])))
+    for k, c in enumerate(out_types):
+        params += [f"__global {c.storage}* y{k}", f"const int y{k}_off"]
+        if not flat:
+            params += list(per[f"y{k}"])
+    for i, operand in enumerate(ops):
+        if operand.is_array:
+            c = ctype(operand.dtype)
+            params += [f"__global const {c.storage}* x{i}", f"const int x{i}_off"]
+            params += [f"const int x{i}_step"] if flat else list(per[f"x{i}"])
+        else:
+            params.append(f"const {scalar_types[i].compute} s{i}")
+    for j, step in enumerate(steps):
+        params += [f"const {compute[j].compute} p{j}_{p}" for p in step.op.params]
+    body = ["const int i = get_global_id(0);"]
+    if flat:
+        body += [flat_index(outs, ins, per)] + lines + ["}"]
+    else:
+        body += ["if (i >= n) return;", prologue, loop] + lines + ["}"]
+    return (f"\n__kernel void {name}(" + ", ".join(params) + ") {\n  " +
+            "\n  ".join(body) + "\n}\n")
+
+
+@dataclass
+class Fused:
+    """A fused elementwise expression built step by step (what a fusion pass compiles).
+
+    Example:
+        >>> f = Fused(2)
+        >>> t = f.add(TABLE["Mul"], f.input(0), f.input(1))
+        >>> f.add(TABLE["Relu"], t)                          # doctest: +SKIP
+    """
+
+    inputs: int
+    steps: list[Step] = field(default_factory=list)
+
+    def input(self, k: int) -> tuple[str, int]:
+        return ("in", k)
+
+    def add(self, op: EwOp, *args: tuple[str, int], params: Sequence[float] = ()):
+        if len(args) != op.arity:
+            raise BackendError(f"{op.name} takes {op.arity} operands, got {len(args)}")
+        self.steps.append(Step(op, tuple(args), tuple(params)))
+        return ("t", len(self.steps) - 1)
+
+
+def run_expression(op: EwOp, operands: Sequence[Any], out: CLArray | None = None,
+                   params: Sequence[float] = (), dtype: Any = None) -> CLArray:
+    """One op (typically a kernel's own multi-operand expression) over ``operands``."""
+    step = Step(op, tuple(("in", k) for k in range(len(operands))), tuple(params))
+    return run_elementwise([step], operands, [out], [dtype])[0]

@@ -1,0 +1,62 @@
+"""Explicit CPU fallback: run an op without an OpenCL kernel on the NumPy reference.
+
+Only used when the user allows it (``PORTABLE_OPENCL_FALLBACK=1`` or
+``create_backend(device, fallback=True)``); every call copies the op's inputs to the host and
+its outputs back, and is counted so ``fallback_report()`` shows where each op ran and what it
+cost in copies. The NumPy kernels are reached through the device registry (``cpu()``), never
+by importing another backend.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from portable.backend import KernelContext
+
+
+class FallbackRecorder:
+    """Builds host-running kernels for one OpenCL backend and records their cost."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self._lock = threading.Lock()
+        self.calls: dict[str, int] = {}
+        self.bytes_copied = 0
+
+    def kernel(self, op: str):
+        from portable.device import cpu
+
+        host_backend = cpu().backend
+        host_kernel = host_backend.kernel(op)  # MissingKernelError if NumPy lacks it too
+
+        def run(ctx, inputs, outputs, attrs):
+            from backends.opencl.allocator import CLArray, to_numpy
+            from backends.opencl.arrayops import assign
+
+            copied = 0
+            host_in = []
+            for x in inputs:
+                if isinstance(x, CLArray):
+                    host_in.append(to_numpy(x))
+                    copied += x.nbytes
+                else:
+                    host_in.append(x)
+            host_out = [None if o is None else np.empty(o.shape, o.dtype) for o in outputs]
+            host_ctx = KernelContext(np, ctx.rng, host_backend, ctx.node)
+            host_kernel(host_ctx, host_in, host_out, attrs)
+            for target, value in zip(outputs, host_out):
+                if target is not None:
+                    assign(target, value)
+                    copied += target.nbytes
+            with self._lock:
+                self.calls[op] = self.calls.get(op, 0) + 1
+                self.bytes_copied += copied
+
+        run.__name__ = f"fallback_{op}"
+        return run
+
+    def report(self) -> dict:
+        with self._lock:
+            return {"enabled": True, "ops": dict(self.calls), "bytes_copied": self.bytes_copied}

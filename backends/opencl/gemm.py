@@ -1,0 +1,237 @@
+"""Batched GEMM: C = alpha * A @ B + beta * C on any strided (transposed, broadcast) views.
+
+Stages:
+1. Pack: A into panels Ap[batch][M/MR][K][MR] and B into Bp[batch][N/NR][K][NR] (zero-padded
+   to whole panels). Packing reads any strides, so transposes, batch broadcasting and
+   im2col columns cost nothing extra in the GEMM itself, and the GEMM then streams both
+   operands contiguously: no cache-set conflicts from large leading dimensions.
+2. Multiply: one work-item per MR x NR tile of C keeps the tile in registers (NR / VW vectors
+   per row: register blocking) and walks K with a load of each A element and each B vector
+   per step (A broadcast element by element, B as aligned vectors).
+3. Store: alpha * tile (+ beta * C) with vector stores inside C, element stores at its edges.
+
+MR x NR is 6 x 16 for 4-byte types on CPUs (12 vector accumulators stay in AVX2's 16
+registers), 6 x 8 for 8-byte ones, and 4 x VW on GPUs.
+An operand is packed once per batch only along the batch axes it does not broadcast over (a
+convolution's weights once per group, not once per image), and the panels of an operand packed
+again while its buffer was not written (inference weights) are reused
+(``Runtime.derived``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from portable.errors import BackendError
+
+from backends.opencl.allocator import CLArray, empty
+from backends.opencl.codegen import MAX_RANK, _int8, collapse
+from backends.opencl.scalars import ctype, preamble
+
+
+def tile_shape(runtime: Any, dtype: Any = np.float32) -> tuple[int, int, int]:
+    """(MR, NR, vector width) for ``dtype`` on the device: on CPUs a 6 x (2 vectors of 32
+    bytes) tile, 12 accumulators that with two B vectors and one broadcast fill AVX2's 16
+    registers (BLIS's Haswell shape); smaller 4 x VW tiles on GPUs."""
+    width = 4 if np.dtype(dtype).itemsize == 8 else 8
+    if runtime.device.is_cpu:
+        return 6, 2 * width, width
+    return 4, width, width
+
+
+def _pack_source(dtype: np.dtype) -> str:
+    """``pack``: one work-item per (k, panel, batch) copies ``width`` rows (no division per
+    element; writes are contiguous)."""
+    c = ctype(dtype)
+    decode = " ".join(
+        f"if (brank > {d}) {{ const int q = t / bshape.s{d}; "
+        f"boff += (t - q * bshape.s{d}) * bst.s{d}; t = q; }}"
+        for d in reversed(range(MAX_RANK)))
+    return f"""
+__kernel void pack(const int rows, const int K, const int panels, const int batches,
+                   const int width, __global const {c.storage}* x, const int x_off,
+                   const int rs, const int ks, const int brank, const int8 bshape,
+                   const int8 bst, __global {c.storage}* out) {{
+  const int k = get_global_id(0), panel = get_global_id(1), batch = get_global_id(2);
+  if (k >= K || panel >= panels || batch >= batches) return;
+  int t = batch, boff = 0;
+  {decode}
+  __global {c.storage}* target = out + ((size_t)(batch * panels + panel) * K + k) * width;
+  __global const {c.storage}* source = x + x_off + boff + k * ks;
+  const int row0 = panel * width;
+  for (int r = 0; r < width; ++r)
+    target[r] = row0 + r < rows ? source[(row0 + r) * rs] : ({c.storage})0;
+}}
+"""
+
+
+def _gemm_source(dtype: np.dtype, mr: int, nr: int, vw: int) -> str:
+    c = ctype(dtype)
+    t, tv, nv = c.compute, f"{c.compute}{vw}", nr // vw
+    acc = ", ".join(f"c{r}_{v} = 0" for r in range(mr) for v in range(nv))
+    # A's elements are loaded one by one (the compiler broadcasts them from memory), so MR
+    # need not be a vector width: 6 x 16 keeps 12 accumulators + 2 B vectors in 16 registers.
+    a_load = " ".join(f"const {t} a{r} = a[k * {mr} + {r}];" for r in range(mr))
+    # B's panels are aligned to NR elements: plain vector loads (PoCL does not inline
+    # vloadN, and the call would spill every accumulator).
+    b_load = " ".join(f"const {tv} b{v} = ((__global const {tv}*)(b + k * {nr}))[{v}];"
+                      for v in range(nv))
+    fma = " ".join(f"c{r}_{v} += a{r} * b{v};" for r in range(mr) for v in range(nv))
+    # Tiles go through private memory to the store helper: passing wide vectors to a
+    # function would depend on the vector ABI of the target.
+    stores = " ".join(
+        f"vstore{vw}(alpha * c{r}_{v}, 0, tile + {(r * nv + v) * vw});"
+        for r in range(mr) for v in range(nv))
+    decode = " ".join(
+        f"if (brank > {d}) {{ const int q = t / bshape.s{d}; const int c = t - q * bshape.s{d}; "
+        f"co += c * c_bst.s{d}; ao += (size_t)c * a_bst.s{d}; bo += (size_t)c * b_bst.s{d}; "
+        f"t = q; }}"
+        for d in reversed(range(MAX_RANK)))
+    return f"""
+inline void store_tile(__global {t}* C, const int co, const int c_rs, const int c_cs,
+                       const int row0, const int col0, const int M, const int N,
+                       const {t}* tile, const {t} beta) {{
+  for (int r = 0; r < {mr} && row0 + r < M; ++r) {{
+    const int base = co + (row0 + r) * c_rs;
+    if (c_cs == 1 && col0 + {nr} <= N) {{
+      __global {t}* p = C + base + col0;
+      for (int v = 0; v < {nv}; ++v) {{
+        const {tv} value = vload{vw}(0, tile + r * {nr} + v * {vw});
+        vstore{vw}(beta != 0 ? value + beta * vload{vw}(v, p) : value, v, p);
+      }}
+      continue;
+    }}
+    for (int e = 0; e < {nr} && col0 + e < N; ++e) {{
+      const int at = base + (col0 + e) * c_cs;
+      C[at] = beta != 0 ? tile[r * {nr} + e] + beta * C[at] : tile[r * {nr} + e];
+    }}
+  }}
+}}
+
+__kernel void gemm(const int M, const int N, const int K,
+                   __global const {t}* Ap, const int8 a_bst, __global const {t}* Bp,
+                   const int8 b_bst, __global {t}* C, const int c_off, const int c_rs,
+                   const int c_cs, const int brank, const int8 bshape, const int8 c_bst,
+                   const int batches, const {t} alpha, const {t} beta) {{
+  const int jp = get_global_id(0), ip = get_global_id(1), bi = get_global_id(2);
+  const int row0 = ip * {mr}, col0 = jp * {nr};
+  if (row0 >= M || col0 >= N || bi >= batches) return;
+  int t = bi, co = c_off;
+  size_t ao = 0, bo = 0;
+  {decode}
+  __global const {t}* a = Ap + ao + (size_t)ip * K * {mr};
+  __global const {t}* b = Bp + bo + (size_t)jp * K * {nr};
+  {tv} {acc};
+  for (int k = 0; k < K; ++k) {{
+    {a_load}
+    {b_load}
+    {fma}
+  }}
+  {t} tile[{mr * nr}];
+  {stores}
+  store_tile(C, co, c_rs, c_cs, row0, col0, M, N, tile, beta);
+}}
+"""
+
+
+def gemm_kernels(runtime: Any, dtype: np.dtype):
+    """The (pack, gemm) kernels of ``dtype``: one program."""
+    memo = runtime.__dict__.setdefault("_gemm_kernels", {})
+    hit = memo.get(dtype.name)
+    if hit is None:
+        mr, nr, vw = tile_shape(runtime, dtype)
+        source = preamble([dtype]) + _pack_source(dtype) + _gemm_source(dtype, mr, nr, vw)
+        hit = memo[dtype.name] = (runtime.kernel(source, "pack"),
+                                  runtime.kernel(source, "gemm"))
+    return hit
+
+
+def pack_operand(runtime, kernel, x: CLArray, batch_shape, rows_axis, k_axis, width):
+    """Pack the last two axes of ``x`` into panels, once per batch along the batch axes it
+    does not broadcast over; returns the panels and their stride per batch axis (0 where
+    ``x`` broadcasts). Panels of an operand packed again unchanged (weights) are reused."""
+    rows, k = x.shape[rows_axis], x.shape[k_axis]
+    batch_strides = x.strides[:-2]
+    own = [d if s else 1 for d, s in zip(batch_shape, batch_strides)]
+    panels = -(-rows // width)
+    size = panels * k * width
+    strides = packed_strides(own, batch_strides, size)
+    key = ("gemm-pack", x.offset, x.shape, x.strides, tuple(own), rows_axis, width)
+    cached = runtime.derived(x, key)
+    if cached is not None:
+        return cached, strides
+    dims, (bst,) = collapse(own, [batch_strides])
+    batches = math.prod(own)
+    out = empty(runtime, (batches * size,), x.dtype)
+    if out.size:
+        runtime.launch(kernel, (k, panels, batches), work_group(runtime),
+                       np.int32(rows), np.int32(k), np.int32(panels), np.int32(batches),
+                       np.int32(width), x.buffer, np.int32(x.offset),
+                       np.int32(x.strides[rows_axis]), np.int32(x.strides[k_axis]),
+                       np.int32(len(dims)), _int8(dims), _int8(bst), out.buffer)
+    if runtime.wants_derived(x, key):
+        runtime.keep_derived(x, key, out, out.nbytes)
+    return out, strides
+
+
+def packed_strides(own: Sequence[int], batch_strides: Sequence[int], size: int) -> list[int]:
+    """Strides of packed panels over the batch axes (0 where the operand broadcasts)."""
+    step, packed = size, []
+    for d, s in zip(reversed(own), reversed(batch_strides)):
+        packed.append(step if s else 0)
+        step *= d
+    return packed[::-1]
+
+
+def work_group(runtime) -> tuple[int, int, int]:
+    """The work-group shape of the 3-D GEMM-side kernels."""
+    return (4, 4, 1) if runtime.device.is_cpu else (8, 8, 1)
+
+
+def gemm(a: CLArray, b: CLArray, c: CLArray, alpha: float = 1.0, beta: float = 0.0) -> None:
+    """``c = alpha * a @ b + beta * c`` for views a (..., M, K), b (..., K, N) whose batch axes
+    broadcast to c's (..., M, N). ``beta = 0`` never reads c."""
+    runtime = c.runtime
+    if a.dtype != b.dtype or a.dtype != c.dtype:
+        raise BackendError(f"gemm operands must share a dtype, got {a.dtype}, {b.dtype}, "
+                           f"{c.dtype}")
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    if b.shape[-2] != k or c.shape[-2:] != (m, n):
+        raise BackendError(f"gemm shapes {a.shape} @ {b.shape} -> {c.shape} do not match")
+    batch_shape = c.shape[:-2]
+    a = a.broadcast_to(batch_shape + (m, k))
+    b = b.broadcast_to(batch_shape + (k, n))
+    runtime.touch(c)
+    if c.size == 0:
+        return
+    mr, nr, _ = tile_shape(runtime, c.dtype)
+    pack, _ = gemm_kernels(runtime, c.dtype)
+    ap, a_bst = pack_operand(runtime, pack, a, batch_shape, -2, -1, mr)
+    bp, b_bst = pack_operand(runtime, pack, b, batch_shape, -1, -2, nr)
+    gemm_packed(ap, a_bst, bp, b_bst, c, k, alpha, beta)
+
+
+def gemm_packed(ap: CLArray, a_bst: Sequence[int], bp: CLArray, b_bst: Sequence[int],
+                c: CLArray, k: int, alpha: float = 1.0, beta: float = 0.0) -> None:
+    """The multiply and store stages on panels already packed (``tile_shape`` layout), with
+    their strides per batch axis of ``c``."""
+    runtime = c.runtime
+    runtime.touch(c)
+    m, n = c.shape[-2:]
+    batch_shape = c.shape[:-2]
+    if c.size == 0:
+        return
+    mr, nr, _ = tile_shape(runtime, c.dtype)
+    _, kernel = gemm_kernels(runtime, c.dtype)
+    dims, (c_bst, a_bst, b_bst) = collapse(batch_shape, [c.strides[:-2], a_bst, b_bst])
+    batches = math.prod(batch_shape)
+    dt = ctype(c.dtype)
+    runtime.launch(kernel, (-(-n // nr), -(-m // mr), batches), work_group(runtime),
+                   np.int32(m), np.int32(n), np.int32(k), ap.buffer, _int8(a_bst),
+                   bp.buffer, _int8(b_bst), c.buffer, np.int32(c.offset),
+                   np.int32(c.strides[-2]), np.int32(c.strides[-1]), np.int32(len(dims)),
+                   _int8(dims), _int8(c_bst), np.int32(batches), dt.scalar(alpha),
+                   dt.scalar(beta))

@@ -1,0 +1,104 @@
+"""OpenCL kernels: elementwise ops, each one generated kernel from the op table.
+
+Variadic ops (Max, Min, Sum, Mean) and Clip fold all their operands in one fused kernel; every
+kernel loads and stores float16 directly (computing in float32).
+"""
+from __future__ import annotations
+
+from portable.dtypes import from_onnx
+
+from backends.opencl.codegen import Fused, run_elementwise
+from backends.opencl.kernels.table import kernel_table
+from backends.opencl.optable import TABLE
+
+kernels, kernel = kernel_table()
+
+_DIRECT = ("Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal",
+           "Sigmoid", "Tanh", "Softplus", "Erf", "Not", "Relu", "Greater", "Less", "Equal",
+           "HardSwish", "PRelu", "Where")
+
+
+def _direct(op_name: str):
+    op = TABLE[op_name]
+
+    def run(ctx, inputs, outputs, attrs):
+        fused = Fused(len(inputs))
+        fused.add(op, *(fused.input(k) for k in range(len(inputs))))
+        run_elementwise(fused.steps, inputs, outputs[:1])
+    run.__name__ = op_name.lower()
+    return run
+
+
+for _name in _DIRECT:
+    kernel(_name, half="native")(_direct(_name))
+
+
+def _with_params(op_name: str, *names: str):
+    op = TABLE[op_name]
+
+    def run(ctx, inputs, outputs, attrs):
+        fused = Fused(1)
+        fused.add(op, fused.input(0), params=[attrs[n] for n in names])
+        run_elementwise(fused.steps, inputs[:1], outputs[:1])
+    run.__name__ = op_name.lower()
+    return run
+
+
+kernel("LeakyRelu", half="native")(_with_params("LeakyRelu", "alpha"))
+kernel("Elu", half="native")(_with_params("Elu", "alpha"))
+kernel("HardSigmoid", half="native")(_with_params("HardSigmoid", "alpha", "beta"))
+
+
+@kernel("Gelu", half="native")
+def gelu(ctx, inputs, outputs, attrs):
+    op = TABLE["GeluTanh" if attrs["approximate"] == "tanh" else "Gelu"]
+    fused = Fused(1)
+    fused.add(op, fused.input(0))
+    run_elementwise(fused.steps, inputs[:1], outputs[:1])
+
+
+@kernel("Clip", half="native")
+def clip(ctx, inputs, outputs, attrs):
+    # max then min is np.clip's rule (the result is max when min > max); one-element bound
+    # tensors become 0-d so they never broadcast a 0-d input up.
+    operands = [inputs[0]]
+    fused = Fused(3)
+    value = fused.input(0)
+    for bound, op in zip((list(inputs[1:]) + [None, None])[:2], ("Max", "Min")):
+        if bound is not None:
+            operands.append(bound.reshape(()))
+            value = fused.add(TABLE[op], value, fused.input(len(operands) - 1))
+    if value == fused.input(0):
+        value = fused.add(TABLE["Cast"], value)
+    run_elementwise(fused.steps, operands, outputs[:1], [outputs[0].dtype])
+
+
+def _fold(op_name: str, mean: bool = False):
+    """A variadic op folded left to right in one kernel (Mean divides the sum by the count)."""
+    def run(ctx, inputs, outputs, attrs):
+        fused = Fused(len(inputs))
+        value = fused.input(0)
+        for k in range(1, len(inputs)):
+            value = fused.add(TABLE[op_name], value, fused.input(k))
+        operands = list(inputs)
+        if mean:
+            operands.append(len(inputs))
+            value = fused.add(TABLE["Div"], value, fused.input(len(inputs)))
+        if value == fused.input(0):
+            fused.add(TABLE["Cast"], value)
+        run_elementwise(fused.steps, operands, outputs[:1], [outputs[0].dtype])
+    run.__name__ = op_name.lower()
+    return run
+
+
+kernel("Max", half="native")(_fold("Max"))
+kernel("Min", half="native")(_fold("Min"))
+kernel("Sum", half="native")(_fold("Add"))
+kernel("Mean", half="native")(_fold("Add", mean=True))
+
+
+@kernel("Cast", half="native")
+def cast(ctx, inputs, outputs, attrs):
+    fused = Fused(1)
+    fused.add(TABLE["Cast"], fused.input(0))
+    run_elementwise(fused.steps, inputs[:1], outputs[:1], [from_onnx(attrs["to"])])

@@ -1,0 +1,116 @@
+"""OpenCL kernels of the fused private ops (``portable/ops/fused.py``).
+
+``portable.FusedElementwise`` compiles its whole chain into one generated kernel: each step
+of the body becomes steps of a ``codegen.Fused`` expression (variadic ops fold, Clip becomes
+Max/Min against its bounds), so the chain reads its inputs once and writes the output once,
+with every intermediate in registers. ``portable.FusedConv`` / ``portable.FusedGemm`` run the
+Conv or Gemm kernel, then the activation's family kernel in place on the result.
+"""
+from __future__ import annotations
+
+import functools
+import json
+
+from portable.ir.graph import Node
+from portable.ops import registry
+from portable.ops.fused import parse_body, split_attrs
+
+from backends.opencl.codegen import Fused, run_elementwise
+from backends.opencl.kernels.conv import conv_workspace
+from backends.opencl.kernels.table import kernel_table
+from backends.opencl.optable import TABLE
+
+kernels, kernel = kernel_table()
+
+# op -> attribute names passed as the table op's parameters, in order
+_PARAMS = {"LeakyRelu": ("alpha",), "Elu": ("alpha",), "HardSigmoid": ("alpha", "beta")}
+_FOLDS = {"Max": "Max", "Min": "Min", "Sum": "Add", "Mean": "Add"}
+
+
+def _translate(fused: Fused, op_name: str, args: list, attrs: dict, const) -> tuple:
+    """Add the steps of one body op to ``fused``; returns its result reference."""
+    if op_name in _FOLDS:
+        value = args[0]
+        for other in args[1:]:
+            value = fused.add(TABLE[_FOLDS[op_name]], value, other)
+        if op_name == "Mean":
+            value = fused.add(TABLE["Div"], value, const(len(args)))
+        return value if len(args) > 1 or op_name == "Mean" else \
+            fused.add(TABLE["Identity"], value)
+    if op_name == "Clip":
+        value = args[0]
+        for bound, extreme in zip(args[1:3], ("Max", "Min")):
+            if bound is not None:
+                value = fused.add(TABLE[extreme], value, bound)
+        return value if value != args[0] else fused.add(TABLE["Identity"], value)
+    if op_name == "Gelu":
+        name = "GeluTanh" if attrs["approximate"] == "tanh" else "Gelu"
+        return fused.add(TABLE[name], *args)
+    if op_name == "Cast":  # every step keeps the chain's type: a copy
+        return fused.add(TABLE["Identity"], *args)
+    names = _PARAMS.get(op_name, ())
+    return fused.add(TABLE[op_name], *args, params=[attrs[n] for n in names])
+
+
+@functools.lru_cache(maxsize=1024)
+def _body(body: str):
+    """The chain as (op name, input refs, resolved attrs) steps."""
+    program = []
+    for index, (op_name, refs, items) in enumerate(parse_body(body)):
+        op = registry.get(op_name)
+        node = Node(op_name, tuple(f"in{i}" for i in range(len(refs))), ("out",), dict(items),
+                    f"fused/{op_name}{index}")
+        program.append((op_name, refs, op.resolve_attrs(node)))
+    return tuple(program)
+
+
+@kernel("portable.FusedElementwise", half="native")
+def fused_elementwise(ctx, inputs, outputs, attrs):
+    out = outputs[0]
+    operands = list(inputs)
+    # Clip bounds arrive as one-element tensors: 0-d, so they never broadcast a 0-d chain up.
+    fused = Fused(len(operands))
+    previous = None
+    for op_name, refs, step_attrs in _body(attrs["body"]):
+        args = []
+        for position, ref in enumerate(refs):
+            if ref < 0:
+                args.append(previous)
+                continue
+            if op_name == "Clip" and position > 0:
+                operands.append(operands[ref].reshape(()))
+                args.append(fused.input(len(operands) - 1))
+            else:
+                args.append(fused.input(ref))
+        if op_name == "Clip":
+            args = (args + [None, None])[:3]
+
+        def const(value):
+            operands.append(value)
+            return fused.input(len(operands) - 1)
+        previous = _translate(fused, op_name, args, step_attrs, const)
+    run_elementwise(fused.steps, operands, [out], [out.dtype])
+
+
+@functools.lru_cache(maxsize=256)
+def _activation(name: str, attrs_json: str):
+    op = registry.get(name)
+    return op.resolve_attrs(Node(name, ("x",), ("y",), json.loads(attrs_json), f"fused/{name}"))
+
+
+def _fused_kernel(base_name: str):
+    base = registry.get(base_name)
+
+    def run(ctx, inputs, outputs, attrs):
+        own, activation, _ = split_attrs(base, attrs)
+        ctx.backend.kernel(base_name)(ctx, inputs, outputs, own)
+        if activation:
+            act_attrs = _activation(activation, attrs["activation_attrs"] or "{}")
+            ctx.backend.kernel(activation)(ctx, [outputs[0]], [outputs[0]], act_attrs)
+    run.__name__ = f"fused_{base_name.lower()}"
+    return run
+
+
+fused_conv = kernel("portable.FusedConv", half="native")(_fused_kernel("Conv"))
+fused_conv.workspace = conv_workspace
+kernel("portable.FusedGemm", half="native")(_fused_kernel("Gemm"))

@@ -1,0 +1,112 @@
+"""OpenCL kernels: MatMul and Gemm on the packed, register-blocked GEMM; Einsum."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from portable.errors import BackendError
+from portable.ops.linalg import parse_einsum
+
+from backends.opencl.allocator import empty
+from backends.opencl.arrayops import assign, matmul
+from backends.opencl.codegen import MAX_RANK, _int8
+from backends.opencl.gemm import gemm as run_gemm
+from backends.opencl.kernels.table import kernel_table
+from backends.opencl.scalars import ctype, preamble
+
+kernels, kernel = kernel_table()
+
+
+@kernel("MatMul")
+def matmul_kernel(ctx, inputs, outputs, attrs):
+    matmul(inputs[0], inputs[1], outputs[0])
+
+
+@kernel("Gemm")
+def gemm_kernel(ctx, inputs, outputs, attrs):
+    a = inputs[0].T if attrs["transA"] else inputs[0]
+    b = inputs[1].T if attrs["transB"] else inputs[1]
+    y = outputs[0]
+    c = inputs[2] if len(inputs) > 2 else None
+    beta = 0.0
+    if c is not None and attrs["beta"] != 0.0:
+        assign(y, c)  # broadcast C into Y, then Y = alpha A B + beta Y
+        beta = attrs["beta"]
+    run_gemm(a, b, y, attrs["alpha"], beta)
+
+
+# -- Einsum --------------------------------------------------------------------------------------
+
+_MAX_OPERANDS = 4
+
+
+def _einsum_source(dtype, count: int) -> str:
+    c = ctype(dtype)
+    names = [f"a{k}" for k in range(count)]
+    params = ["const int n", "const int orank", "const int8 oshape",
+              f"__global {c.storage}* y", "const int y_off", "const int8 y_st",
+              "const int srank", "const int8 sshape", "const int total"]
+    for a in names:
+        params += [f"__global const {c.storage}* {a}", f"const int {a}_off",
+                   f"const int8 {a}_ost", f"const int8 {a}_sst"]
+    decode_out = " ".join(
+        f"if (orank > {d}) {{ const int q = r / oshape.s{d}; const int c = r - q * oshape.s{d}; "
+        f"r = q; yi += c * y_st.s{d}; " + " ".join(f"{a}_b += c * {a}_ost.s{d};" for a in names)
+        + " }" for d in reversed(range(MAX_RANK)))
+    decode_sum = " ".join(
+        f"if (srank > {d}) {{ const int q = r / sshape.s{d}; const int c = r - q * sshape.s{d}; "
+        f"r = q; " + " ".join(f"{a}_i += c * {a}_sst.s{d};" for a in names) + " }"
+        for d in reversed(range(MAX_RANK)))
+    product = " * ".join(f"{a}[{a}_i]" for a in names)
+    return preamble([dtype]) + f"""
+__kernel void einsum({', '.join(params)}) {{
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  int r = i, yi = y_off;
+  {' '.join(f'int {a}_b = {a}_off;' for a in names)}
+  {decode_out}
+  {c.compute} acc = 0;
+  for (int s = 0; s < total; ++s) {{
+    r = s;
+    {' '.join(f'int {a}_i = {a}_b;' for a in names)}
+    {decode_sum}
+    acc += {product};
+  }}
+  y[yi] = acc;
+}}
+"""
+
+
+@kernel("Einsum")
+def einsum(ctx, inputs, outputs, attrs):
+    """One work-item per output element sums the products over the contracted labels; a
+    label repeated in a term (a diagonal) adds its strides, a broadcast axis has stride 0."""
+    out = outputs[0]
+    spec = parse_einsum(attrs["equation"], [x.shape for x in inputs])
+    if len(inputs) > _MAX_OPERANDS:
+        raise BackendError(f"Einsum with {len(inputs)} operands: the OpenCL kernel takes at "
+                           f"most {_MAX_OPERANDS}")
+    summed = [label for label in dict.fromkeys("".join(spec.inputs)) if label not in spec.output]
+    if len(spec.output) > MAX_RANK or len(summed) > MAX_RANK:
+        raise BackendError(f"Einsum {attrs['equation']!r} has more than {MAX_RANK} labels on "
+                           f"one side")
+    runtime = out.runtime
+    target = out if out.is_contiguous else empty(runtime, out.shape, out.dtype)
+    args = [np.int32(target.size), np.int32(len(spec.output)),
+            _int8([spec.sizes[lb] for lb in spec.output]), target.buffer,
+            np.int32(target.offset), _int8(target.strides), np.int32(len(summed)),
+            _int8([spec.sizes[lb] for lb in summed]),
+            np.int32(math.prod(spec.sizes[lb] for lb in summed))]
+    for x, term in zip(inputs, spec.inputs):
+        strides: dict[str, int] = {}
+        for label, dim, stride in zip(term, x.shape, x.strides):
+            if dim == spec.sizes[label]:  # else a broadcast size-1 axis: stride 0
+                strides[label] = strides.get(label, 0) + stride
+        args += [x.buffer, np.int32(x.offset), _int8([strides.get(lb, 0) for lb in spec.output]),
+                 _int8([strides.get(lb, 0) for lb in summed])]
+    if target.size:
+        kern = runtime.kernel(_einsum_source(out.dtype, len(inputs)), "einsum")
+        runtime.launch1d(kern, target.size, *args)
+    if target is not out:
+        assign(out, target)

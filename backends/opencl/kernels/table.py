@@ -1,0 +1,50 @@
+"""Building the OpenCL kernel table: ``kernels, kernel = kernel_table()``.
+
+A kernel registered with ``half="upcast"`` computes float16 tensors in float32: its float16
+inputs are converted to float32 copies and its float16 outputs written through float32
+temporaries (float16 is a storage format here; arithmetic is float32). Kernels registered with
+``half="native"`` (the generated elementwise ones) load and store half directly.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+_HALF = np.dtype(np.float16)
+
+
+def _upcast(fn: Callable) -> Callable:
+    def run(ctx, inputs, outputs, attrs):
+        if not any(getattr(a, "dtype", None) == _HALF for a in list(inputs) + list(outputs)):
+            return fn(ctx, inputs, outputs, attrs)
+        from backends.opencl.arrayops import assign
+
+        wide_in = [a.astype(np.float32) if getattr(a, "dtype", None) == _HALF else a
+                   for a in inputs]
+        wide_out = [ctx.backend.empty(o.shape, np.float32)
+                    if getattr(o, "dtype", None) == _HALF else o for o in outputs]
+        fn(ctx, wide_in, wide_out, attrs)
+        for target, value in zip(outputs, wide_out):
+            if target is not None and target is not value:
+                assign(target, value)
+    run.__name__ = fn.__name__
+    return run
+
+
+def kernel_table() -> tuple[dict[str, Callable], Callable]:
+    """A dict and a decorator ``@kernel("Op", "portable.OtherOp", half=...)`` filling it."""
+    table: dict[str, Callable] = {}
+
+    def kernel(*names: str, half: str = "upcast") -> Callable:
+        """Returns the registered callable (attributes such as ``workspace`` go on it)."""
+        def register(fn: Callable) -> Callable:
+            wrapped = _upcast(fn) if half == "upcast" else fn
+            for name in names:
+                if name in table:
+                    raise ValueError(f"kernel {name} is registered twice")
+                table[name] = wrapped
+            return wrapped
+        return register
+
+    return table, kernel

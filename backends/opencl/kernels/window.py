@@ -1,0 +1,196 @@
+"""Window geometry as kernel arguments, and the OpenCL C of the window kernels.
+
+Every convolution and pooling kernel sees three spatial axes (D, H, W): 1-D and 2-D problems
+get leading axes of size 1, so one compiled kernel serves every spatial rank up to 3. The
+geometry (sizes, kernel, strides, dilations, head padding) travels as one ``int16`` vector
+argument and is unpacked by the ``GEOMETRY`` prologue.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from portable.errors import BackendError
+from portable.ops.conv import Geometry
+
+_RANK = 3
+
+# The prologue every window kernel starts with: names for the 16 geometry values.
+GEOMETRY = """
+  const int ID = g.s0, IH = g.s1, IW = g.s2;
+  const int KD = g.s3, KH = g.s4, KW = g.s5;
+  const int OD = g.s6, OH = g.s7, OW = g.s8;
+  const int SD = g.s9, SH = g.sa, SW = g.sb;
+  const int DD = g.sc, DH = g.sd, DW = g.se;
+  const int HD = hp.s0, HH = hp.s1, HW = hp.s2;
+"""
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window geometry padded to three spatial axes."""
+
+    size: tuple[int, int, int]       # input spatial size
+    kernel: tuple[int, int, int]
+    out: tuple[int, int, int]
+    strides: tuple[int, int, int]
+    dilations: tuple[int, int, int]
+    head: tuple[int, int, int]
+    tail: tuple[int, int, int]
+
+    @classmethod
+    def of(cls, geom: Geometry, size: Sequence[int]) -> "Window":
+        rank = len(size)
+        if rank > _RANK:
+            raise BackendError(f"windows over {rank} spatial axes: the OpenCL kernels support "
+                               f"at most {_RANK}")
+        lead = _RANK - rank
+
+        def pad(values, fill):
+            return (fill,) * lead + tuple(int(v) for v in values)
+        return cls(pad(size, 1), pad(geom.kernel, 1), pad(geom.out, 1), pad(geom.strides, 1),
+                   pad(geom.dilations, 1), pad(geom.head, 0), pad(geom.tail, 0))
+
+    @property
+    def args(self) -> tuple:
+        """The ``g`` (int16) and ``hp`` (int4) kernel arguments."""
+        import pyopencl.cltypes as cltypes
+
+        values = (self.size + self.kernel + self.out + self.strides + self.dilations + (0,))
+        return cltypes.make_int16(*values), cltypes.make_int4(*self.head, 0)
+
+    @property
+    def kernel_size(self) -> int:
+        return int(np.prod(self.kernel))
+
+    @property
+    def out_size(self) -> int:
+        return int(np.prod(self.out))
+
+    @property
+    def in_size(self) -> int:
+        return int(np.prod(self.size))
+
+
+def window_source(storage: str, compute: str, load, store) -> str:
+    """The program of the window kernels for one dtype (see each kernel's comment)."""
+    return f"""
+/* im2col: cols[n, c, k, o] (addressed by four strides) = x[n, c, window o, offset k].
+   One work-item per (output row (od, oh), k, n * C + c) walks the row: no division per
+   element. */
+__kernel void im2col(const int C, const int16 g, const int4 hp,
+                     __global const {storage}* x, const int x_off,
+                     __global {storage}* cols, const int c_off, const int4 cs) {{
+  {GEOMETRY}
+  const int row = get_global_id(0), k = get_global_id(1), nc = get_global_id(2);
+  if (row >= OD * OH || k >= KD * KH * KW) return;
+  const int n = nc / C, c = nc - n * C;
+  const int oh = row % OH, od = row / OH;
+  const int kw = k % KW, kh = (k / KW) % KH, kd = k / (KW * KH);
+  const int pd = od * SD - HD + kd * DD, ph = oh * SH - HH + kh * DH;
+  const int row_inside = pd >= 0 && pd < ID && ph >= 0 && ph < IH;
+  __global const {storage}* source = x + x_off + ((size_t)nc * ID + pd) * IH * IW + ph * IW;
+  __global {storage}* target = cols + c_off + n * cs.s0 + c * cs.s1 + k * cs.s2
+                               + row * OW * cs.s3;
+  for (int ow = 0; ow < OW; ++ow) {{
+    const int pw = ow * SW - HW + kw * DW;
+    target[ow * cs.s3] = row_inside && pw >= 0 && pw < IW ? source[pw] : ({storage})0;
+  }}
+}}
+
+/* im2col straight into the GEMM's packed B panels Bp[n, g][panel][C/group * K][NR]: one
+   work-item per (row kk of the columns, panel, n * group + g) writes NR consecutive
+   windows, stepping (od, oh, ow) instead of dividing. */
+__kernel void im2col_packed(const int C, const int group, const int panels, const int nr,
+                            const int16 g, const int4 hp, __global const {storage}* x,
+                            const int x_off, __global {storage}* out) {{
+  {GEOMETRY}
+  const int K = KD * KH * KW, CG = C / group, O = OD * OH * OW;
+  const int kk = get_global_id(0), panel = get_global_id(1), ng = get_global_id(2);
+  if (kk >= CG * K || panel >= panels) return;
+  const int cl = kk / K, k = kk - cl * K;
+  const int n = ng / group, gi = ng - n * group;
+  const int kw = k % KW, kh = (k / KW) % KH, kd = k / (KW * KH);
+  __global const {storage}* source = x + x_off + ((size_t)n * C + gi * CG + cl) * ID * IH * IW;
+  __global {storage}* target = out + ((size_t)(ng * panels + panel) * CG * K + kk) * nr;
+  int o = panel * nr;
+  int ow = o % OW, oh = (o / OW) % OH, od = o / (OW * OH);
+  for (int r = 0; r < nr; ++r, ++o) {{
+    const int pd = od * SD - HD + kd * DD, ph = oh * SH - HH + kh * DH;
+    const int pw = ow * SW - HW + kw * DW;
+    const int inside = o < O && pd >= 0 && pd < ID && ph >= 0 && ph < IH && pw >= 0
+                       && pw < IW;
+    target[r] = inside ? source[(pd * IH + ph) * IW + pw] : ({storage})0;
+    if (++ow == OW) {{ ow = 0; if (++oh == OH) {{ oh = 0; ++od; }} }}
+  }}
+}}
+
+/* col2im: y[n, m, p] = bias[m] + sum over the windows o and offsets k that reach p of
+   cols[n, m, k, o] (ConvTranspose: the gather form of the scatter, no atomics) */
+__kernel void col2im(const int total, const int M, const int16 g, const int4 hp,
+                     __global const {storage}* cols, const int c_off,
+                     __global const {storage}* bias, const int b_off, const int has_bias,
+                     __global {storage}* y, const int y_off) {{
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  {GEOMETRY}
+  /* here (ID, IH, IW) is the output size and (OD, OH, OW) the input (window) count */
+  const int P = ID * IH * IW, O = OD * OH * OW, K = KD * KH * KW;
+  const int p = i % P, m = (i / P) % M, n = i / (P * M);
+  const int pw = p % IW, ph = (p / IW) % IH, pd = p / (IW * IH);
+  {compute} acc = has_bias ? {load("bias", "b_off + m")} : 0;
+  __global const {storage}* base = cols + c_off + (n * M + m) * K * O;
+  for (int kd = 0; kd < KD; ++kd) {{
+    const int td = pd + HD - kd * DD;
+    if (td < 0 || td % SD || td / SD >= OD) continue;
+    for (int kh = 0; kh < KH; ++kh) {{
+      const int th = ph + HH - kh * DH;
+      if (th < 0 || th % SH || th / SH >= OH) continue;
+      for (int kw = 0; kw < KW; ++kw) {{
+        const int tw = pw + HW - kw * DW;
+        if (tw < 0 || tw % SW || tw / SW >= OW) continue;
+        const int k = (kd * KH + kh) * KW + kw, o = ((td / SD) * OH + th / SH) * OW + tw / SW;
+        acc += base[k * O + o];
+      }}
+    }}
+  }}
+  {store("y", "y_off + i", "acc")};
+}}
+
+/* direct convolution: one output element per work-item, summing C/group channels and the
+   window (depthwise and other thin convolutions, where im2col + GEMM would waste work) */
+__kernel void conv_direct(const int total, const int C, const int M, const int group,
+                          const int16 g, const int4 hp, __global const {storage}* x,
+                          const int x_off, __global const {storage}* w, const int w_off,
+                          __global const {storage}* bias, const int b_off,
+                          const int has_bias, __global {storage}* y, const int y_off) {{
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  {GEOMETRY}
+  const int O = OD * OH * OW, K = KD * KH * KW, CG = C / group, MG = M / group;
+  const int o = i % O, m = (i / O) % M, n = i / (O * M);
+  const int ow = o % OW, oh = (o / OW) % OH, od = o / (OW * OH);
+  {compute} acc = has_bias ? {load("bias", "b_off + m")} : 0;
+  const int c0 = (m / MG) * CG;
+  for (int c = 0; c < CG; ++c) {{
+    __global const {storage}* xc = x + x_off + (n * C + c0 + c) * ID * IH * IW;
+    __global const {storage}* wc = w + w_off + (m * CG + c) * K;
+    for (int kd = 0; kd < KD; ++kd) {{
+      const int pd = od * SD - HD + kd * DD;
+      if (pd < 0 || pd >= ID) continue;
+      for (int kh = 0; kh < KH; ++kh) {{
+        const int ph = oh * SH - HH + kh * DH;
+        if (ph < 0 || ph >= IH) continue;
+        for (int kw = 0; kw < KW; ++kw) {{
+          const int pw = ow * SW - HW + kw * DW;
+          if (pw < 0 || pw >= IW) continue;
+          acc += xc[(pd * IH + ph) * IW + pw] * wc[(kd * KH + kh) * KW + kw];
+        }}
+      }}
+    }}
+  }}
+  {store("y", "y_off + i", "acc")};
+}}
+"""

@@ -1,0 +1,205 @@
+"""The per-device runtime: program cache, memory pool, and kernel launches on one queue.
+
+Engine integration: every kernel of a device goes to that device's single in-order queue, so
+kernels run in the order the dependency engine released them. An engine op must still not
+complete before its kernels have, so a launch (or device copy) waits for its event before
+returning, unless it happens inside a ``deferred()`` block: then launches only enqueue, and the
+block waits once, for the last event of its thread, when it ends. An op kernel runs inside
+such a block (one wait per op, not per launch); so may a whole compiled segment, which lets
+the host keep the queue fed instead of idling between kernels.
+
+Launches hold a lock: setting a kernel's arguments and enqueueing it must not interleave with
+another engine worker thread using the same cl.Kernel object.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from portable.errors import BackendError
+
+from backends.opencl.device import CLDevice
+from backends.opencl.program_cache import ProgramCache
+
+MAX_INDEX = 2**31 - 1  # kernels index with 32-bit ints
+_MIRROR_SIZE = 64       # elements: small arrays (shapes, axes, pads, ratios) keep a host copy
+_MIRRORS = 4096         # at most this many host copies per device
+
+
+class Runtime:
+    """Everything kernels need to run on one device.
+
+    Attributes:
+        device: the CLDevice (context, queue, capabilities).
+        programs: its ProgramCache.
+        local_size: the work-group size of 1-D kernels. Fixed per device, because PoCL
+            compiles a kernel once per work-group size.
+        per_item: elements per work-item of flat elementwise kernels.
+    """
+
+    def __init__(self, device: CLDevice) -> None:
+        import pyopencl.tools as cl_tools
+
+        self.device = device
+        self.queue = device.queue
+        self.programs = ProgramCache(device)
+        self.pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(device.queue))
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self.local_size = min(64 if device.is_cpu else 256, device.max_work_group)
+        # Elements one work-item of a flat elementwise kernel handles: CPU runtimes pay per
+        # work-item, GPUs want neighbouring work-items on neighbouring elements.
+        self.per_item = 16 if device.is_cpu else 1
+        self.launches = 0
+        # Host copies of small arrays uploaded from the host (axes, pads, bounds, ratios), so
+        # kernels read them without a device round trip. Keyed by buffer; any write to the
+        # buffer drops the copy (``touch``).
+        self._mirrors: collections.OrderedDict = collections.OrderedDict()
+        # Data derived from a buffer's contents (packed GEMM panels of weights), kept while
+        # the buffer is not written: buffer id -> (buffer, {key: (value, nbytes)}), LRU order.
+        self._derived: collections.OrderedDict = collections.OrderedDict()
+        self._derived_bytes = 0
+        self._seen: collections.OrderedDict = collections.OrderedDict()
+        self.derived_budget = min(256 << 20, device.global_mem // 8)
+
+    # -- host copies of small arrays ------------------------------------------------------------
+    def remember(self, array: Any, host: Any) -> None:
+        if host.size <= _MIRROR_SIZE:
+            with self._lock:
+                self._mirrors[id(array.buffer)] = (array.buffer, array.offset, array.shape,
+                                                   array.strides, host.copy())
+                while len(self._mirrors) > _MIRRORS:
+                    self._mirrors.popitem(last=False)
+
+    def touch(self, array: Any) -> None:
+        """``array`` is about to be written: forget the host copy and derived data of its
+        buffer."""
+        if self._mirrors or self._derived or self._seen:
+            key = id(array.buffer)
+            with self._lock:
+                self._mirrors.pop(key, None)
+                self._seen.pop(key, None)
+                entry = self._derived.pop(key, None)
+                if entry is not None:
+                    self._derived_bytes -= sum(n for _, n in entry[1].values())
+
+    # -- data derived from unchanged buffers ----------------------------------------------------
+    def derived(self, array: Any, key: Any) -> Any:
+        """A value derived from ``array``'s buffer under ``key`` while the buffer is unwritten,
+        else None. The first request of a key only marks it: values are kept from the second
+        request on, so buffers rewritten every run (activations) are never cached."""
+        buffer_id = id(array.buffer)
+        with self._lock:
+            entry = self._derived.get(buffer_id)
+            if entry is not None and entry[0] is array.buffer and key in entry[1]:
+                self._derived.move_to_end(buffer_id)
+                return entry[1][key][0]
+            return None
+
+    def wants_derived(self, array: Any, key: Any) -> bool:
+        """Whether a value computed for ``key`` should be kept (its second request)."""
+        buffer_id = id(array.buffer)
+        with self._lock:
+            keys = self._seen.setdefault(buffer_id, set())
+            self._seen.move_to_end(buffer_id)
+            while len(self._seen) > _MIRRORS:
+                self._seen.popitem(last=False)
+            if key in keys:
+                return True
+            keys.add(key)
+            return False
+
+    def keep_derived(self, array: Any, key: Any, value: Any, nbytes: int) -> None:
+        with self._lock:
+            entry = self._derived.setdefault(id(array.buffer), (array.buffer, {}))
+            entry[1][key] = (value, nbytes)
+            self._derived_bytes += nbytes
+            while self._derived_bytes > self.derived_budget and self._derived:
+                _, (_, values) = self._derived.popitem(last=False)
+                self._derived_bytes -= sum(n for _, n in values.values())
+
+    def mirror(self, array: Any) -> Any:
+        """The host copy of ``array`` when one is current, else None."""
+        entry = self._mirrors.get(id(array.buffer))
+        if entry is None or entry[0] is not array.buffer:
+            return None
+        _, offset, shape, strides, host = entry
+        if (offset, shape, strides) != (array.offset, array.shape, array.strides):
+            return None
+        return host
+
+    # -- memory ------------------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> Any:
+        """A device buffer of at least ``nbytes`` (from the pool; returned when unreferenced).
+        Freed buffers may be reused at once: the queue is in order, so no later command can
+        overtake a pending one that still reads the old contents."""
+        return self.pool.allocate(max(int(nbytes), 1))
+
+    # -- kernels -----------------------------------------------------------------------------
+    def kernel(self, source: str, name: str, options: Sequence[str] = ()) -> Any:
+        return self.programs.kernel(source, name, options)
+
+    def launch(self, kernel: Any, global_size: Sequence[int], local_size: Sequence[int] | None,
+               *args: Any) -> Any:
+        """Enqueue ``kernel``; global sizes are rounded up to whole work-groups (kernels check
+        their bounds)."""
+        if local_size is not None:
+            global_size = tuple(-(-g // l) * l for g, l in zip(global_size, local_size))
+        if not all(global_size):
+            return None
+        # Plain Python scalars go through pyopencl's typed invoker fastest.
+        args = [a.item() if isinstance(a, np.generic) and a.dtype.names is None else a
+                for a in args]
+        with self._lock:
+            event = kernel(self.queue, tuple(global_size),
+                           None if local_size is None else tuple(local_size), *args)
+            self.launches += 1
+        self.record(event)
+        return event
+
+    def launch1d(self, kernel: Any, n: int, *args: Any) -> Any:
+        """One work-item per element ``i < n`` (kernels take ``n`` and return when i >= n)."""
+        if n > MAX_INDEX:
+            raise BackendError(f"{n} elements exceed the OpenCL backend's 32-bit indexing")
+        return self.launch(kernel, (n,), (self.local_size,), *args)
+
+    def record(self, event: Any) -> None:
+        """Note an enqueued command (a launch or a copy): outside a deferred block, wait for
+        it; inside, remember it as this thread's last."""
+        if event is None:
+            return
+        if self.is_deferred:
+            self._local.event = event
+        else:
+            event.wait()
+
+    # -- synchronisation -----------------------------------------------------------------------
+    @property
+    def is_deferred(self) -> bool:
+        return getattr(self._local, "deferred", 0) > 0
+
+    def wait(self) -> None:
+        """Wait for this thread's last enqueued command (and so, in order, for all before it)."""
+        event = getattr(self._local, "event", None)
+        if event is not None:
+            self._local.event = None
+            event.wait()
+
+    def finish(self) -> None:
+        self.queue.finish()
+        self._local.event = None
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Enqueue without waiting per kernel; wait once when the outermost block ends."""
+        self._local.deferred = getattr(self._local, "deferred", 0) + 1
+        try:
+            yield
+        finally:
+            self._local.deferred -= 1
+            if not self._local.deferred:
+                self.wait()
