@@ -106,10 +106,9 @@ def worker(runtime: str, threads: int, models: list[str], batches: list[int],
 
 
 def profile(models: list[str]) -> dict:
-    """Share of portable's time per op type (batch 1), kernels timed one by one."""
+    """Share of portable's time per op type (batch 1): the compiled plan run one step at a
+    time (``CompiledGraph.execute(env, i, i + 1)``), each step timed."""
     from exporters.onnx import backend
-    from portable.backend import KernelContext
-    from portable import random
 
     paths = light_models()
     result = {}
@@ -121,18 +120,11 @@ def profile(models: list[str]) -> dict:
         per_op: dict[str, float] = {}
         for _ in range(3):
             env = plan.bind({input_name: x})
-            ctx = KernelContext(plan.backend.xp, random.generator(), plan.backend)
-            for step in plan.steps:
-                node = step.node
+            for index, step in enumerate(plan.steps):
                 start = time.perf_counter()
-                if step.view:
-                    env[node.outputs[0]] = plan.backend.xp.reshape(
-                        env[node.inputs[0]], plan.info.types[node.outputs[0]].shape)
-                else:
-                    ctx.node = node
-                    step.kernel(ctx, [env[i] if i else None for i in node.inputs],
-                                [env[o] if o else None for o in node.outputs], step.attrs)
-                per_op[node.op] = per_op.get(node.op, 0.0) + time.perf_counter() - start
+                plan.execute(env, index, index + 1)
+                op = step.node.op
+                per_op[op] = per_op.get(op, 0.0) + time.perf_counter() - start
         total = sum(per_op.values())
         result[name] = {op: round(t / total, 3) for op, t in
                         sorted(per_op.items(), key=lambda kv: -kv[1]) if t / total >= 0.01}

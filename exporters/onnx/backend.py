@@ -112,7 +112,7 @@ class PortableRep(BackendRep):
             types = {name: TensorType(array.shape, array.dtype) for name, array in feeds.items()}
             folded = fold_constants(self.graph, types, values)
             try:
-                plan = CompiledGraph(folded, self.device, types, values,
+                plan = CompiledGraph(folded, self.device, folded.input_types,
                                      optimize=self.optimize)
             except MemoryError as exc:
                 raise ShapeError(f"graph {self.graph.name!r}: out of memory while planning for "
@@ -145,15 +145,18 @@ def specialised(array: np.ndarray) -> bool:
 def fold_constants(graph: Graph, input_types: Mapping[str, TensorType],
                    input_values: Mapping[str, np.ndarray] | None = None) -> Graph:
     """``graph`` with every node whose outputs are known for these input types (and values)
-    replaced by constants, after checking that the planned tensors fit in memory."""
+    replaced by constants, after checking that the planned tensors fit in memory. Inputs
+    given values become constants too (the graph keeps only the other inputs, typed)."""
     info = infer_types(graph, input_types, input_values, fold_limit=FOLD_LIMIT)
     check_memory(graph, info.types)
+    fixed = set(input_values or {})
     kept = [node for node in graph.nodes
             if not all(not out or out in info.values for out in node.outputs)]
     read = {name for node in kept for name in node.inputs if name} | set(graph.outputs)
     constants = {name: value for name, value in info.values.items()
-                 if name in read and name not in graph.input_types}
-    return graph.replace(nodes=tuple(kept), initializers=constants)
+                 if name in read and (name not in graph.input_types or name in fixed)}
+    inputs = tuple((name, input_types[name]) for name, _ in graph.inputs if name not in fixed)
+    return graph.replace(nodes=tuple(kept), inputs=inputs, initializers=constants)
 
 
 def check_memory(graph: Graph, types: Mapping[str, TensorType]) -> None:

@@ -22,6 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=1, help="size of symbolic dims of "
                         "random inputs")
     parser.add_argument("--seed", type=int, default=0, help="seed of random inputs")
+    parser.add_argument("--optimize", choices=("none", "basic", "all"), default="all",
+                        help="graph optimisation level (portable.passes.pipeline)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from exporters.onnx import backend
 
     started = time.perf_counter()
-    rep = backend.prepare(args.model, device=args.device)
+    rep = backend.prepare(args.model, device=args.device, optimize=args.optimize)
     prepared = time.perf_counter()
     feeds = _load_inputs(args.inputs) if args.inputs else \
         random_inputs(rep, args.batch, args.seed)
