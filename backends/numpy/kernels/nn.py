@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from backends.numpy.kernels.im2col import scratch
 from backends.numpy.kernels.table import kernel_table
 
 kernels, kernel = kernel_table()
@@ -196,15 +197,19 @@ def layer_normalization_grad(ctx, inputs, outputs, attrs):
 # -- LRN ---------------------------------------------------------------------------------------
 
 
-def _channel_window_sum(xp, a, size, transpose=False):
+def _channel_window_sum(xp, a, size, transpose=False, out=None):
     """Sum of ``a`` over the channel window [c - floor((size-1)/2), c + ceil((size-1)/2)]
-    (clipped to [0, C)); ``transpose`` sums over the channels whose window holds c."""
+    (clipped to [0, C)); ``transpose`` sums over the channels whose window holds c. Written
+    into ``out`` when given (a buffer other than ``a``)."""
     before = (size - 1) // 2
     after = size - 1 - before
     if transpose:
         before, after = after, before
     channels = a.shape[1]
-    out = a.copy()  # offset 0
+    if out is None:
+        out = a.copy()  # offset 0
+    else:
+        out[...] = a
     # `size` is small (3 to 5 in practice): one vectorised shifted add per window offset
     for off in range(-min(before, channels - 1), min(after, channels - 1) + 1):
         if off:
@@ -213,14 +218,15 @@ def _channel_window_sum(xp, a, size, transpose=False):
     return out
 
 
-def _power_inplace(xp, a, exponent: float):
+def _power_inplace(xp, a, exponent: float, work=None):
     """a **= exponent for a > 0 (LRN's denominator), in place. NumPy's float pow is slow: the
-    default -3/4 takes square roots, other fractions exp(exponent * log a) (about 2x faster)."""
+    default -3/4 takes square roots, other fractions exp(exponent * log a) (about 2x faster).
+    ``work``, a buffer like ``a``, avoids one temporary."""
     if float(exponent).is_integer():  # also right for a <= 0
         a **= exponent
         return a
     if exponent == -0.75:  # ONNX's default beta: a^-3/4 = 1 / (sqrt(a) sqrt(sqrt(a)))
-        root = xp.sqrt(a)
+        root = xp.sqrt(a) if work is None else xp.sqrt(a, out=work)
         xp.sqrt(root, out=a)
         a *= root
         return xp.reciprocal(a, out=a)
@@ -240,9 +246,25 @@ def _lrn_denominator(xp, x, attrs):
 
 @kernel("LRN")
 def lrn(ctx, inputs, outputs, attrs):
-    x = inputs[0]
-    factor = _power_inplace(ctx.xp, _lrn_denominator(ctx.xp, x, attrs), -attrs["beta"])
-    ctx.xp.multiply(x, factor, out=outputs[0])
+    # Both temporaries come from the planned workspace (declared below), so the memory plan
+    # counts them and nothing is allocated per call.
+    xp, x = ctx.xp, inputs[0]
+    square = scratch(ctx, "lrn_square", x.shape, x.dtype)
+    xp.multiply(x, x, out=square)
+    denominator = _channel_window_sum(xp, square, attrs["size"],
+                                      out=scratch(ctx, "lrn_sum", x.shape, x.dtype))
+    denominator *= attrs["alpha"] / attrs["size"]
+    denominator += attrs["bias"]
+    factor = _power_inplace(xp, denominator, -attrs["beta"], work=square)
+    xp.multiply(x, factor, out=outputs[0])
+
+
+def _lrn_workspace(input_types, output_types, attrs) -> dict[str, int]:
+    nbytes = input_types[0].nbytes
+    return {"lrn_square": nbytes, "lrn_sum": nbytes}
+
+
+lrn.workspace = _lrn_workspace
 
 
 @kernel("portable.LRNGrad")
