@@ -57,3 +57,10 @@ def test_measured_peak_follows_the_prediction(folded):
     report = prediction_profile(folded("squeezenet"), model="squeezenet", level="all")
     ratio = report.measured_peak_bytes / report.predicted_peak_bytes
     assert 0.9 < ratio < 1.10, report.to_json()
+
+
+def test_measured_peak_follows_the_prediction_with_lrn(folded):
+    # inception_v1 has LRN layers, whose temporaries must come from the planned workspace.
+    report = prediction_profile(folded("inception_v1"), model="inception_v1", level="all")
+    ratio = report.measured_peak_bytes / report.predicted_peak_bytes
+    assert 0.9 < ratio < 1.10, report.to_json()
