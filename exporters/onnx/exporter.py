@@ -16,7 +16,6 @@ Example:
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 import tempfile
 from collections import deque
@@ -38,6 +37,7 @@ from portable.passes.training import set_training_mode
 
 from exporters.onnx import protos, versions
 from exporters.onnx.decompositions import DECOMPOSITIONS
+from exporters.onnx.steps import RewriteContext
 
 # Ops that compute their input unchanged in inference (input 0 -> output 0) and are left out of
 # an inference export, when no other output of theirs is read.
@@ -75,41 +75,9 @@ def default_opset() -> int:
     return min(ORT_OPSETS.get(key, newest), newest)
 
 
-class _Context:
+class _Context(RewriteContext):
     """The exporter's side of ``versions.Rewriter``: types and values known so far, new
     constants, fresh names."""
-
-    def __init__(self, opset: int, info: TypeInfo, taken: set[str], used: set[str]) -> None:
-        self.opset = opset
-        self.info = info
-        self.constants: dict[str, np.ndarray] = {}
-        self.taken = taken
-        self._used = used
-        self._count = itertools.count()
-
-    def constant(self, value: np.ndarray, hint: str) -> str:
-        name = self.fresh(hint)
-        array = np.asarray(value, order="C")
-        self.constants[name] = array
-        self.info.types[name] = TensorType(array.shape, array.dtype)
-        self.info.values[name] = array
-        return name
-
-    def value(self, name: str) -> np.ndarray | None:
-        return self.info.values.get(name)
-
-    def type(self, name: str) -> TensorType | None:
-        return self.info.types.get(name)
-
-    def fresh(self, hint: str) -> str:
-        name = hint
-        while name in self.taken:
-            name = f"{hint}_{next(self._count)}"
-        self.taken.add(name)
-        return name
-
-    def used(self, name: str) -> bool:
-        return name in self._used
 
 
 class _Emitter(GradContext):

@@ -17,7 +17,6 @@ Example:
 """
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
@@ -33,47 +32,18 @@ from portable.ops.movement import constant_value
 from portable.passes.infer import TypeInfo, infer_node
 
 from exporters.onnx import folding, protos, versions
+from exporters.onnx.steps import RewriteContext
 
 ONNX_DOMAINS = ("", "ai.onnx")
 _CONTROL_FLOW = ("If", "Loop", "Scan", "SequenceMap")
 
 
-class _Context:
+class _Context(RewriteContext):
     """The importer's side of ``versions.Rewriter``: constants, types so far, fresh names."""
 
     def __init__(self, opset: int, taken: set[str], used: set[str]) -> None:
-        self.opset = opset
-        self.constants: dict[str, np.ndarray] = {}
-        self.info = TypeInfo()
-        self.taken = taken
-        self._used = used
-        self._count = itertools.count()
+        super().__init__(opset, TypeInfo(), taken, used)
         self.failure: PortableError | None = None
-
-    def constant(self, value: np.ndarray, hint: str) -> str:
-        name = self.fresh(hint)
-        array = np.asarray(value, order="C")
-        array.setflags(write=False)
-        self.constants[name] = array
-        self.info.types[name] = TensorType(array.shape, array.dtype)
-        self.info.values[name] = array
-        return name
-
-    def value(self, name: str) -> np.ndarray | None:
-        return self.info.values.get(name)
-
-    def type(self, name: str) -> TensorType | None:
-        return self.info.types.get(name)
-
-    def fresh(self, hint: str) -> str:
-        name = hint
-        while name in self.taken:
-            name = f"{hint}_{next(self._count)}"
-        self.taken.add(name)
-        return name
-
-    def used(self, name: str) -> bool:
-        return name in self._used
 
     def infer(self, node: Node) -> None:
         """Types (and small constant values) of ``node``'s outputs, as far as they are known:

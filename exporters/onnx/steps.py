@@ -11,8 +11,9 @@ Example:
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -40,6 +41,44 @@ class Rewriter(Protocol):
 
     def used(self, name: str) -> bool:
         """Whether a node or a graph output reads ``name``."""
+
+
+class RewriteContext:
+    """The Rewriter both the importer and the exporter give their steps: constants added so
+    far, types and values known so far (``info``), and fresh names."""
+
+    def __init__(self, opset: int, info: Any, taken: set[str], used: set[str]) -> None:
+        self.opset = opset
+        self.info = info
+        self.constants: dict[str, np.ndarray] = {}
+        self.taken = taken
+        self._used = used
+        self._count = itertools.count()
+
+    def constant(self, value: np.ndarray, hint: str) -> str:
+        name = self.fresh(hint)
+        array = np.asarray(value, order="C")
+        array.setflags(write=False)
+        self.constants[name] = array
+        self.info.types[name] = TensorType(array.shape, array.dtype)
+        self.info.values[name] = array
+        return name
+
+    def value(self, name: str) -> np.ndarray | None:
+        return self.info.values.get(name)
+
+    def type(self, name: str) -> TensorType | None:
+        return self.info.types.get(name)
+
+    def fresh(self, hint: str) -> str:
+        name = hint
+        while name in self.taken:
+            name = f"{hint}_{next(self._count)}"
+        self.taken.add(name)
+        return name
+
+    def used(self, name: str) -> bool:
+        return name in self._used
 
 
 def where(node: Node, opset: int, version: int | None = None) -> str:
