@@ -58,7 +58,7 @@ class SGD(Optimizer):
 
 
 @register
-class NAG(Optimizer):
+class NAG(SGD):
     """Nesterov accelerated gradient (MXNet 1.x ``NAG``; PyTorch ``SGD(nesterov=True)``).
 
     Args:
@@ -67,15 +67,9 @@ class NAG(Optimizer):
         **kwargs: the common arguments of :class:`Optimizer`.
     """
 
-    hyper_names = ("momentum",)
-
     def __init__(self, learning_rate: float | None = None, momentum: float = 0.9,
                  **kwargs: Any) -> None:
-        super().__init__(learning_rate=learning_rate, **kwargs)
-        self.momentum = float(momentum)
-
-    def create_state(self, index: Any, weight: Any) -> Any:
-        return zeros_state(weight, 1) if self.momentum != 0.0 else None
+        super().__init__(learning_rate=learning_rate, momentum=momentum, **kwargs)
 
     def _step(self, xp: Any, weight: Any, grad: Any, states: list, hyper: dict) -> None:
         lr, wd = hyper["lr"], hyper["wd"]
