@@ -56,3 +56,7 @@ class EngineError(PortableError):
 
 class BindError(PortableError):
     """Arguments given to bind() do not match the symbol (missing, extra or wrongly shaped)."""
+
+
+class MemoryBudgetError(PortableError):
+    """A plan needs more memory than the budget it was given (refused before it runs)."""

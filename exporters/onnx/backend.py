@@ -28,6 +28,7 @@ from onnx.backend.base import Backend, BackendRep, namedtupledict
 from portable.device import Device, as_device
 from portable.errors import BindError, PortableError, ShapeError
 from portable.executor.compiled import CompiledGraph
+from portable.executor.feeds import check_feeds
 from portable.ir.graph import Graph, TensorType
 from portable.passes.infer import infer_types
 
@@ -70,36 +71,7 @@ class PortableRep(BackendRep):
         self._plans: dict[tuple, CompiledGraph] = {}
 
     def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
-        if isinstance(inputs, Mapping):
-            unknown = set(inputs) - set(self.input_names)
-            if unknown:
-                raise BindError(f"unknown input(s) {sorted(unknown)}; the model's inputs are "
-                                f"{self.input_names}")
-            feeds = dict(inputs)
-        else:
-            if isinstance(inputs, np.ndarray):
-                inputs = [inputs]
-            inputs = list(inputs)
-            if len(inputs) != len(self.input_names):
-                raise BindError(f"got {len(inputs)} inputs; the model takes "
-                                f"{len(self.input_names)}: {self.input_names}")
-            feeds = dict(zip(self.input_names, inputs))
-        declared = self.graph.input_types
-        result = {}
-        for name in self.input_names:
-            if name not in feeds:
-                raise BindError(f"input {name!r} was not given")
-            array = np.asarray(feeds[name])
-            want = declared[name]
-            if array.dtype != want.dtype:
-                raise BindError(f"input {name!r} has dtype {array.dtype}; the model declares "
-                                f"{want.dtype}")
-            if array.ndim != want.rank or any(d is not None and d != s
-                                              for d, s in zip(want.shape, array.shape)):
-                raise BindError(f"input {name!r} has shape {array.shape}; the model declares "
-                                f"{want!r}")
-            result[name] = np.asarray(array, order="C")
-        return result
+        return check_feeds(inputs, self.graph.input_types, label=f"graph {self.graph.name!r}")
 
     def plan(self, feeds: Mapping[str, np.ndarray]) -> CompiledGraph:
         """The compiled plan for these inputs' shapes (and specialised values), made on first

@@ -36,7 +36,7 @@ import numpy as np
 from portable import random
 from portable.backend import KernelContext
 from portable.device import Device
-from portable.errors import BindError, PortableError, ShapeError
+from portable.errors import BindError, MemoryBudgetError, PortableError, ShapeError
 from portable.ir.graph import Graph, Node, TensorType
 from portable.ops import registry
 from portable.passes.infer import TypeInfo, infer_types
@@ -102,13 +102,16 @@ class CompiledGraph:
         keep: values besides the graph outputs that must stay valid after ``execute``.
         state_updates: ``state input -> updated value``: updates that may be written in place
             into the state input's own (fed) array.
+        memory_budget: bytes the plan may hold (arena + workspace + constants + inputs);
+            a plan that needs more raises MemoryBudgetError before anything is allocated.
     """
 
     def __init__(self, graph: Graph, device: Device,
                  input_types: Mapping[str, TensorType] | None = None,
                  constant_inputs: Mapping[str, np.ndarray] | None = None, *,
                  optimize: str = "none", plan: str = "both", keep: Iterable[str] = (),
-                 state_updates: Mapping[str, str] | None = None) -> None:
+                 state_updates: Mapping[str, str] | None = None,
+                 memory_budget: int | None = None) -> None:
         if optimize != "none":
             from portable.passes.pipeline import optimize as run_pipeline
 
@@ -123,9 +126,16 @@ class CompiledGraph:
                 raise BindError(f"graph {graph.name!r}: input {name!r} has shape "
                                 f"{self.info.types[name]!r}; give a concrete shape to run it")
         known = self.info.values
-        self.constants = {name: self.backend.from_numpy(np.require(value, requirements='C'))
-                          for name, value in known.items()
-                          if name not in graph.input_names or name in (constant_inputs or {})}
+        # Only the constants a running step (or the caller) reads are kept: a folded chain's
+        # intermediates are dropped. Aligned, C-ordered copies are made only where needed (a
+        # weight memory-mapped at an odd offset of its file).
+        running = [node for node in graph.nodes
+                   if not all(not out or out in known for out in node.outputs)]
+        read = {name for node in running for name in node.inputs if name}
+        read |= set(graph.outputs) | set(keep)
+        self.constants = {name: self.backend.from_numpy(np.require(value, requirements="CA"))
+                          for name, value in known.items() if name in read and
+                          (name not in graph.input_names or name in (constant_inputs or {}))}
         self.state_updates = dict(state_updates or {})
         self.steps: list[Step] = []
         for index, node in enumerate(graph.nodes):
@@ -141,6 +151,9 @@ class CompiledGraph:
         self.plan: MemoryPlan = plan_memory(graph, self.info, strategy=plan, keep=keep,
                                             state_updates=self.state_updates,
                                             workspace=scratch)
+        self.workspace_bytes = sum(sizes.values())
+        if memory_budget is not None:
+            self._check_budget(memory_budget)
         self.arena = self.backend.arena(self.plan.arena_bytes)
         self.workspace = {key: self.backend.arena(nbytes) for key, nbytes in sizes.items()}
         self.buffers: dict[str, Any] = {}
@@ -151,6 +164,28 @@ class CompiledGraph:
         views = {step.node.outputs[0] for step in self.steps if step.view}
         self._in_state = {value: state for value, state in self.plan.aliases.items()
                           if value not in views}
+
+    @property
+    def constant_bytes(self) -> int:
+        """Bytes of the constants the plan keeps (weights and folded values)."""
+        return sum(int(value.nbytes) for value in self.constants.values())
+
+    @property
+    def input_bytes(self) -> int:
+        """Bytes of the inputs a run is fed."""
+        return sum(self.info.types[name].nbytes for name, _ in self.graph.inputs
+                   if name not in self.constants)
+
+    def _check_budget(self, budget: int) -> None:
+        from portable.sizes import format_bytes as fmt
+
+        plan = self.plan.arena_bytes + self.workspace_bytes
+        total = plan + self.constant_bytes + self.input_bytes
+        if total > budget:
+            raise MemoryBudgetError(
+                f"graph {self.graph.name!r} needs {fmt(total)} (plan {fmt(plan)} + weights "
+                f"{fmt(self.constant_bytes)} + inputs {fmt(self.input_bytes)}), more than the "
+                f"memory budget {fmt(budget)}")
 
     def type_of(self, name: str) -> TensorType:
         return self.info.types[name]

@@ -41,5 +41,7 @@ def fold_constants(graph: Graph, limit: int = UNLIMITED) -> Graph:
     initializers = dict(graph.initializers)
     for name in read:
         if name in known and name not in inputs and name not in initializers:
-            initializers[name] = np.asarray(known[name])
+            value = np.asarray(known[name])
+            value.setflags(write=False)  # so Graph keeps it as is instead of copying it
+            initializers[name] = value
     return graph.replace(nodes=nodes, initializers=initializers)

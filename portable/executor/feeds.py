@@ -1,0 +1,61 @@
+"""Inputs as callers give them (one array, a list in input order, a dict by name) checked
+against the types a graph declares, so every front end refuses bad input the same way.
+
+Example:
+    >>> feeds = check_feeds(x, {"data": TensorType((None, 3), "float32")})  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from portable.errors import BindError
+from portable.ir.graph import TensorType
+
+
+def check_feeds(inputs: Any, types: Mapping[str, TensorType], *, cast: bool = False,
+                label: str = "the model") -> dict[str, np.ndarray]:
+    """C-ordered NumPy arrays by input name, in the order of ``types``.
+
+    Args:
+        inputs: one array (for a one-input graph), a sequence in input order or a mapping.
+        types: the declared input types by name; None dims accept any size.
+        cast: convert arrays of the same kind (float64 -> float32) instead of refusing them.
+        label: how messages name the graph.
+
+    Returns:
+        The arrays by name. Raises BindError naming the input, its shape or dtype and the
+        declared type.
+    """
+    names = list(types)
+    if isinstance(inputs, Mapping):
+        unknown = set(inputs) - set(names)
+        if unknown:
+            raise BindError(f"{label}: unknown input(s) {sorted(unknown)}; its inputs are "
+                            f"{names}")
+        given = dict(inputs)
+    else:
+        if isinstance(inputs, np.ndarray) or np.isscalar(inputs):
+            inputs = [inputs]
+        inputs = list(inputs)
+        if len(inputs) != len(names):
+            raise BindError(f"{label}: got {len(inputs)} inputs; it takes {len(names)}: "
+                            f"{names}")
+        given = dict(zip(names, inputs))
+    feeds = {}
+    for name in names:
+        if name not in given:
+            raise BindError(f"{label}: input {name!r} was not given")
+        array, want = np.asarray(given[name]), types[name]
+        if array.dtype != want.dtype:
+            if not (cast and np.can_cast(array.dtype, want.dtype, "same_kind")):
+                raise BindError(f"{label}: input {name!r} has dtype {array.dtype}; it "
+                                f"declares {want.dtype}")
+            array = array.astype(want.dtype)
+        if array.ndim != want.rank or any(d is not None and d != s
+                                          for d, s in zip(want.shape, array.shape)):
+            raise BindError(f"{label}: input {name!r} has shape {array.shape}; it declares "
+                            f"{want!r}")
+        feeds[name] = np.ascontiguousarray(array)
+    return feeds

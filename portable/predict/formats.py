@@ -1,0 +1,65 @@
+"""Which reader opens a model file: ONNX or portable's deployment format, told by its bytes.
+
+The ONNX reader lives with the rest of the ONNX code in ``exporters/onnx`` and is found through
+``MODEL_READERS`` (a name -> module table imported on first use, as backends are), so
+``import portable.predict`` imports neither it nor ``onnx``. It reads files with its own
+protobuf wire-format decoder, so it runs where the ``onnx`` package cannot be installed.
+
+Example:
+    >>> graph = load_graph("runs/lenet.portable")   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import importlib
+import os
+
+from portable.errors import MissingDependencyError, SerializationError
+from portable.ir.graph import Graph
+
+# format -> module with ``import_graph(path, params_as_inputs=False) -> (Graph, params)``
+MODEL_READERS = {"onnx": "exporters.onnx.importer"}
+
+# An ONNX ModelProto starts with a field tag: ir_version (field 1, varint: 0x08) in files every
+# exporter writes, though protobuf allows any field order.
+_ONNX_FIRST_BYTES = frozenset({0x08, 0x12, 0x1a, 0x22, 0x2a, 0x32, 0x3a, 0x40, 0x42})
+
+
+def sniff(path: str) -> str:
+    """``"deployment"`` or ``"onnx"``: the format of the file at ``path``."""
+    from portable.predict import deployment
+
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(64)
+    except OSError as exc:
+        raise SerializationError(f"cannot read model {path}: {exc}") from exc
+    if deployment.is_deployment(head):
+        return "deployment"
+    if path.endswith(".onnx") or (head and head[0] in _ONNX_FIRST_BYTES):
+        return "onnx"
+    raise SerializationError(f"{path}: neither an ONNX model nor a portable deployment file "
+                             f"(it starts with {head[:16]!r})")
+
+
+def load_graph(path: str | os.PathLike) -> Graph:
+    """The inference graph stored at ``path``; every weight is a constant (initializer) of it.
+
+    Args:
+        path: an ONNX file or a deployment file (``portable export --format portable``).
+
+    Returns:
+        The graph, in portable's canonical ops; weights of a deployment file (and aligned raw
+        tensors of an ONNX file) are read-only views of the memory-mapped file.
+    """
+    path = os.fspath(path)
+    kind = sniff(path)
+    if kind == "deployment":
+        from portable.predict import deployment
+
+        return deployment.load(path)
+    try:
+        reader = importlib.import_module(MODEL_READERS[kind])
+    except ImportError as exc:
+        raise MissingDependencyError(f"cannot load the {kind} reader for {path}: {exc}") from exc
+    graph, _ = reader.import_graph(path, params_as_inputs=False)
+    return graph
