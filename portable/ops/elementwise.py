@@ -89,6 +89,20 @@ declare("Mul", onnx_since=14, grad=_mul_grad, **_BINARY)
 declare("Div", onnx_since=14, grad=_div_grad, **_BINARY)
 
 
+def _mod_grad(g, dys):
+    # a mod b = a - q b with q = floor(a / b) (fmod: trunc), piecewise constant: the gradient
+    # is dy for a and -q dy for b, away from the jumps.
+    a, b = g.inputs
+    if g.dtype(a).kind != "f":
+        return [None, None]
+    quotient = g.emit("Div", g.emit("Sub", a, g.outputs[0]), b)
+    return [g.sum_to(dys[0], a), g.sum_to(g.emit("Neg", g.emit("Mul", dys[0], quotient)), b)]
+
+
+# fmod=0: the result takes the divisor's sign (Python's %); fmod=1: the dividend's (C's fmod).
+declare("Mod", onnx_since=13, grad=_mod_grad, attrs={"fmod": Attr("int", 0)}, **_BINARY)
+
+
 def _pow_infer(ctx):
     # The exponent may have another numeric type; the result has the base's type.
     if ctx.dtype(0).kind not in "iuf" or ctx.dtype(1).kind not in "iuf":

@@ -45,6 +45,16 @@ def div(ctx, inputs, outputs, attrs):
         ctx.xp.divide(a, b, out=outputs[0])
 
 
+@kernel("Mod")
+def mod(ctx, inputs, outputs, attrs):
+    a, b = inputs
+    with np.errstate(divide="ignore", invalid="ignore"):  # x mod 0: 0 for ints, NaN floats
+        if attrs["fmod"]:
+            ctx.xp.fmod(a, b, out=outputs[0])
+        else:
+            ctx.xp.mod(a, b, out=outputs[0])
+
+
 @kernel("Pow")
 def pow_(ctx, inputs, outputs, attrs):
     x, y = inputs

@@ -37,13 +37,15 @@ def _with_params(op_name: str, *names: str):
     op = TABLE[op_name]
 
     def run(ctx, inputs, outputs, attrs):
-        fused = Fused(1)
-        fused.add(op, fused.input(0), params=[attrs[n] for n in names])
-        run_elementwise(fused.steps, inputs[:1], outputs[:1])
+        fused = Fused(op.arity)
+        fused.add(op, *(fused.input(k) for k in range(op.arity)),
+                  params=[attrs[n] for n in names])
+        run_elementwise(fused.steps, inputs[:op.arity], outputs[:1])
     run.__name__ = op_name.lower()
     return run
 
 
+kernel("Mod", half="native")(_with_params("Mod", "fmod"))
 kernel("LeakyRelu", half="native")(_with_params("LeakyRelu", "alpha"))
 kernel("Elu", half="native")(_with_params("Elu", "alpha"))
 kernel("HardSigmoid", half="native")(_with_params("HardSigmoid", "alpha", "beta"))

@@ -23,7 +23,7 @@ from backends.opencl.optable import TABLE
 kernels, kernel = kernel_table()
 
 # op -> attribute names passed as the table op's parameters, in order
-_PARAMS = {"LeakyRelu": ("alpha",), "Elu": ("alpha",), "HardSigmoid": ("alpha", "beta")}
+_PARAMS = {"Mod": ("fmod",), "LeakyRelu": ("alpha",), "Elu": ("alpha",), "HardSigmoid": ("alpha", "beta")}
 _FOLDS = {"Max": "Max", "Min": "Min", "Sum": "Add", "Mean": "Add"}
 
 
