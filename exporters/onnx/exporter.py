@@ -303,13 +303,12 @@ def _build(graph: Graph, nodes: list[Node], ctx: _Context, outputs: list[str],
 
 def _node_proto(node: Node, name: str, opset: int) -> onnx.NodeProto:
     op = node.op[len("onnx:"):] if node.op.startswith("onnx:") else node.op
-    schema = onnx.defs.get_schema(op, opset, "")
+    schema = versions.schema(op, versions.op_version(op, opset))
     proto = helper.make_node(op, list(node.inputs), list(node.outputs), name=name)
     for key, value in node.attrs.items():
         if value is None:
             continue
-        kind = protos._ATTRIBUTE_KINDS.get(schema.attributes[key].type) \
-            if key in schema.attributes else None
+        kind = schema.attributes[key].kind if key in schema.attributes else None
         proto.attribute.append(protos.make_attribute(key, value, kind))
     return proto
 

@@ -1,6 +1,8 @@
 """ONNX model -> portable IR graph and parameters.
 
-Stages of ``import_graph``: read the model (path, bytes or ModelProto) and its external data;
+Stages of ``import_graph``: read the model (path, bytes or ModelProto) and its external data
+with portable's own wire-format reader (``wire.py``: no ``onnx`` needed, the file memory-mapped
+and raw tensors viewed, not copied);
 check its ai.onnx opset; read graph inputs (symbolic dims become None), initializers and their
 types; order the nodes topologically (a cycle or an undefined input is a GraphError); then, node
 by node, check domain, op and attributes against the ONNX schema of the version the opset
@@ -20,7 +22,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import onnx
 
 from portable.errors import (GraphError, OpAttributeError, PortableError, SerializationError,
                              ShapeError, UnknownOpError)
@@ -31,7 +32,7 @@ from portable.ops import registry
 from portable.ops.movement import constant_value
 from portable.passes.infer import TypeInfo, infer_node
 
-from exporters.onnx import folding, protos, versions
+from exporters.onnx import folding, reading, versions, wire
 from exporters.onnx.steps import RewriteContext
 
 ONNX_DOMAINS = ("", "ai.onnx")
@@ -75,8 +76,7 @@ def import_graph(model: Any, *, base_dir: str | None = None,
     Example:
         >>> graph, params = import_graph("resnet.onnx")   # doctest: +SKIP
     """
-    proto, source = protos.load_model_proto(model, base_dir)
-    protos.check_text(proto, source)
+    proto, source = wire.load_model(model, base_dir)
     opset = _ai_onnx_opset(proto, source)
     try:
         return _import(proto.graph, opset, source, params_as_inputs)
@@ -90,7 +90,7 @@ def import_graph(model: Any, *, base_dir: str | None = None,
                                  f"{exc}") from exc
 
 
-def _ai_onnx_opset(proto: onnx.ModelProto, source: str) -> int:
+def _ai_onnx_opset(proto: wire.Model, source: str) -> int:
     versions_seen = [int(o.version) for o in proto.opset_import if o.domain in ONNX_DOMAINS]
     if not versions_seen:
         raise UnknownOpError(f"{source}: the model imports no ai.onnx opset (opset_import: "
@@ -100,7 +100,7 @@ def _ai_onnx_opset(proto: onnx.ModelProto, source: str) -> int:
     return opset
 
 
-def _import(graph: onnx.GraphProto, opset: int, source: str,
+def _import(graph: wire.Graph, opset: int, source: str,
             params_as_inputs: bool) -> tuple[Graph, dict[str, np.ndarray]]:
     if graph.sparse_initializer:
         raise SerializationError(f"sparse initializers ({graph.sparse_initializer[0].values.name!r}"
@@ -109,14 +109,14 @@ def _import(graph: onnx.GraphProto, opset: int, source: str,
     for tensor in graph.initializer:
         if not tensor.name or tensor.name in initializers:
             raise GraphError(f"initializer {tensor.name!r} is unnamed or defined twice")
-        initializers[tensor.name] = protos.tensor_to_array(tensor, "initializer")
+        initializers[tensor.name] = reading.tensor_to_array(tensor, "initializer")
     inputs: list[tuple[str, TensorType]] = []
     for info in graph.input:
         if info.name in initializers:
             continue  # IR < 4 lists initializers as inputs too: they are overridable defaults
         if not info.name or info.name in dict(inputs):
             raise GraphError(f"graph input {info.name!r} is unnamed or declared twice")
-        inputs.append((info.name, protos.value_type(info, "graph input")))
+        inputs.append((info.name, reading.value_type(info, "graph input")))
     outputs = [info.name for info in graph.output]
     if not outputs or not all(outputs):
         raise GraphError("the graph declares no outputs, or an unnamed one")
@@ -152,7 +152,7 @@ def _import(graph: onnx.GraphProto, opset: int, source: str,
     return result, params
 
 
-def _raw_nodes(graph: onnx.GraphProto) -> list[Node]:
+def _raw_nodes(graph: wire.Graph) -> list[Node]:
     """IR nodes straight from the protos (op, names, node names made unique), unconverted."""
     nodes, names = [], set()
     for index, proto in enumerate(graph.node):
@@ -171,7 +171,7 @@ def _raw_nodes(graph: onnx.GraphProto) -> list[Node]:
     return nodes
 
 
-def _convert_node(node: Node, proto: onnx.NodeProto, ctx: _Context) -> list[Node]:
+def _convert_node(node: Node, proto: wire.Node, ctx: _Context) -> list[Node]:
     """Check ``proto`` against its schema and translate it to canonical nodes (a Constant
     becomes a constant value and yields no node, as does a constant node of an op portable
     lacks: see ``folding.py``)."""
@@ -189,10 +189,10 @@ def _convert_node(node: Node, proto: onnx.NodeProto, ctx: _Context) -> list[Node
             raise OpAttributeError(f"{label}: unknown attribute {attr.name!r}; version "
                                    f"{version} of {proto.op_type} has "
                                    f"{sorted(schema.attributes) or 'none'}")
-        kind, value = protos.attribute_value(attr, label)
-        expected = protos._ATTRIBUTE_KINDS.get(schema.attributes[attr.name].type)
-        attrs[attr.name] = protos.coerce_attribute(kind, value, expected, f"{label}: attribute "
-                                                   f"{attr.name!r}")
+        kind, value = reading.attribute_value(attr, label)
+        expected = schema.attributes[attr.name].kind
+        attrs[attr.name] = reading.coerce_attribute(kind, value, expected, f"{label}: attribute "
+                                                    f"{attr.name!r}")
     node = node.replace(attrs=attrs)
     if node.op == "Constant":
         _import_constant(node, ctx, label)
@@ -205,7 +205,7 @@ def _convert_node(node: Node, proto: onnx.NodeProto, ctx: _Context) -> list[Node
     return converted
 
 
-def _fold(proto: onnx.NodeProto, ctx: _Context) -> bool:
+def _fold(proto: wire.Node, ctx: _Context) -> bool:
     """Evaluate a node of an op portable lacks when its inputs are constants."""
     inputs = [ctx.value(name) if name else None for name in proto.input]
     if not folding.foldable(proto, inputs):
@@ -221,7 +221,7 @@ def _fold(proto: onnx.NodeProto, ctx: _Context) -> bool:
     return True
 
 
-def _check_op(node: Node, proto: onnx.NodeProto, opset: int) -> int:
+def _check_op(node: Node, proto: wire.Node, opset: int) -> int:
     """The version of the node's op that ``opset`` means; unknown ops and domains raise
     UnknownOpError naming op, domain, opset, node and the supported range."""
     supported = f"portable imports ai.onnx opsets {versions.MIN_IMPORT_OPSET} to " \

@@ -21,17 +21,15 @@ rewrites for changes of meaning (Softmax's axis, BatchNormalization's outputs, S
 """
 from __future__ import annotations
 
-import functools
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
-import onnx
-from onnx import defs, helper
 
 from portable.errors import OpAttributeError, OpError, UnknownOpError
 from portable.ir.graph import Node
 from portable.ops import registry
 
+from exporters.onnx import schemas
 from exporters.onnx.steps import (AttrToInput, RemovedAttr, Rewrite, Rewriter, Step,
                                   batch_norm_downgrade, batch_norm_upgrade, dropout_mask_upgrade,
                                   dropout_to_onnx, gemm_bias_downgrade, legacy_broadcast_upgrade,
@@ -49,8 +47,8 @@ MIN_EXPORT_OPSET = 7
 
 
 def newest_opset() -> int:
-    """The newest ai.onnx opset that the installed onnx package defines."""
-    return defs.onnx_opset_version()
+    """The newest ai.onnx opset portable knows the schemas of (``schemas.py``)."""
+    return schemas.newest_opset()
 
 
 # -- the table -----------------------------------------------------------------------------------
@@ -102,26 +100,9 @@ TO_ONNX: dict[str, Callable[[Node, Rewriter], list[Node]]] = {"Dropout": dropout
 # -- schemas -------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
-def op_version(op: str, opset: int) -> int | None:
-    """The version of ai.onnx op ``op`` that ``opset`` means, or None if it has none."""
-    try:
-        return defs.get_schema(op, opset, "").since_version
-    except defs.SchemaError:
-        return None
-
-
-@functools.lru_cache(maxsize=None)
-def first_version(op: str) -> int | None:
-    """The opset in which ai.onnx op ``op`` first appears (None: no such op)."""
-    found = [s.since_version for s in defs.get_all_schemas_with_history()
-             if s.name == op and s.domain == ""]
-    return min(found) if found else None
-
-
-@functools.lru_cache(maxsize=None)
-def schema(op: str, version: int) -> defs.OpSchema:
-    return defs.get_schema(op, version, "")
+op_version = schemas.op_version
+first_version = schemas.first_version
+schema = schemas.get
 
 
 def canonical_version(op: str) -> int:
@@ -131,26 +112,12 @@ def canonical_version(op: str) -> int:
     return spec.since_version
 
 
-def _attr_default(schema: defs.OpSchema, name: str) -> Any:
-    attr = schema.attributes[name]
-    if not attr.default_value.name:
-        return None
-    value = helper.get_attribute_value(attr.default_value)
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def _same(value: Any, default: Any) -> bool:
     if isinstance(value, np.ndarray) or isinstance(default, np.ndarray):
         return False
     if isinstance(value, (list, tuple)) and isinstance(default, (list, tuple)):
         return list(value) == list(default)
     return value == default
-
-
-def _arity(schema: defs.OpSchema, formals: Sequence[defs.OpSchema.FormalParameter]) -> float:
-    if formals and formals[-1].option == defs.OpSchema.FormalParameterOption.Variadic:
-        return float("inf")
-    return len(formals)
 
 
 def reconcile(node: Node, source: int, target: int, ctx: Rewriter) -> Node:
@@ -164,16 +131,16 @@ def reconcile(node: Node, source: int, target: int, ctx: Rewriter) -> Node:
         value = attrs.pop(name)
         if value is None:
             continue
-        default = _attr_default(src, name) if name in src.attributes else None
+        default = src.attributes[name].default if name in src.attributes else None
         if default is None or not _same(value, default):
             raise OpAttributeError(
                 f"{where(node, ctx.opset)}: attribute {name}={value!r} has no "
                 f"equivalent in version {target} of {node.op}"
                 + (f" (it appears in version {source})" if name in src.attributes else ""))
-    for what, names, formals in (("input", node.inputs, dst.inputs),
-                                 ("output", node.outputs, dst.outputs)):
+    for what, names, arity in (("input", node.inputs, dst.max_inputs),
+                               ("output", node.outputs, dst.max_outputs)):
         present = [i for i, name in enumerate(names) if name]
-        if present and present[-1] >= _arity(dst, formals):
+        if present and present[-1] >= arity:
             raise OpError(f"{where(node, ctx.opset)}: {what} #{present[-1]} does not "
                           f"exist in version {target} of {node.op}")
     return node.replace(attrs=attrs)
@@ -206,4 +173,4 @@ def check_model_opset(version: int, source: str) -> None:
     if not 1 <= version <= newest_opset():
         raise UnknownOpError(f"{source}: the model imports ai.onnx opset {version}; portable "
                              f"imports opsets {MIN_IMPORT_OPSET} to {newest_opset()} (the "
-                             f"newest that onnx {onnx.__version__} defines)")
+                             f"newest that onnx {schemas.onnx_version()} defines)")

@@ -21,7 +21,8 @@ def check_feeds(inputs: Any, types: Mapping[str, TensorType], *, cast: bool = Fa
     Args:
         inputs: one array (for a one-input graph), a sequence in input order or a mapping.
         types: the declared input types by name; None dims accept any size.
-        cast: convert arrays of the same kind (float64 -> float32) instead of refusing them.
+        cast: convert floats of another precision (float64 -> float32) instead of refusing
+            them; other dtypes must match.
         label: how messages name the graph.
 
     Returns:
@@ -49,7 +50,7 @@ def check_feeds(inputs: Any, types: Mapping[str, TensorType], *, cast: bool = Fa
             raise BindError(f"{label}: input {name!r} was not given")
         array, want = np.asarray(given[name]), types[name]
         if array.dtype != want.dtype:
-            if not (cast and np.can_cast(array.dtype, want.dtype, "same_kind")):
+            if not (cast and array.dtype.kind == want.dtype.kind == "f"):
                 raise BindError(f"{label}: input {name!r} has dtype {array.dtype}; it "
                                 f"declares {want.dtype}")
             array = array.astype(want.dtype)

@@ -131,8 +131,8 @@ def _exported(model, example) -> bytes:
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
-def test_pytorch_export_imports_and_matches(name):
+def build(name):
+    """The model (seed 0, non-trivial BatchNorm statistics) and its input maker."""
     torch.manual_seed(0)
     make, inputs = MODELS[name]
     model = make().eval()
@@ -140,6 +140,12 @@ def test_pytorch_export_imports_and_matches(name):
         if isinstance(module, nn.BatchNorm2d):
             module.running_mean.uniform_(-0.5, 0.5)
             module.running_var.uniform_(0.5, 1.5)
+    return model, inputs
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_pytorch_export_imports_and_matches(name):
+    model, inputs = build(name)
     data = _exported(model, inputs(2))
     graph, _ = import_graph(data)
     assert graph.input_types["x"].shape[0] is None  # the dynamic batch axis

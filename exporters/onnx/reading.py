@@ -1,0 +1,165 @@
+"""Wire-format ONNX messages (``wire.py``) -> portable values: tensors, value types and
+attributes, with the same meaning as ``onnx.numpy_helper`` and ``onnx.helper`` give them.
+
+Every failure becomes one of portable's exceptions naming what was being read (the tensor,
+attribute or value), so a corrupted model never escapes as a NumPy error.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from portable.dtypes import ONNX_DTYPES, from_onnx
+from portable.errors import OpAttributeError, SerializationError, ShapeError
+from portable.ir.graph import TensorType
+
+from exporters.onnx.schemas import ATTRIBUTE_KINDS
+from exporters.onnx.wire import Attribute, Tensor, ValueInfo
+
+# A tensor or value with more elements than this is refused as absurd (2^40 floats = 4 TiB).
+MAX_ELEMENTS = 1 << 40
+
+DTYPE_NAMES = dict(enumerate((
+    "UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "STRING",
+    "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16",
+    "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4",
+    "FLOAT4E2M1", "FLOAT8E8M0", "UINT2", "INT2", "FLOAT6E2M3", "FLOAT6E3M2")))
+ATTRIBUTE_TYPE_NAMES = {0: "UNDEFINED", 1: "FLOAT", 2: "INT", 3: "STRING", 4: "TENSOR",
+                        5: "GRAPH", 6: "FLOATS", 7: "INTS", 8: "STRINGS", 9: "TENSORS",
+                        10: "GRAPHS", 11: "SPARSE_TENSOR", 12: "SPARSE_TENSORS",
+                        13: "TYPE_PROTO", 14: "TYPE_PROTOS"}
+
+# element type -> the typed field holding its values when raw_data is absent
+_TYPED_FIELD = {1: "float_data", 11: "double_data", 7: "int64_data", 12: "uint64_data",
+                13: "uint64_data", 2: "int32_data", 3: "int32_data", 4: "int32_data",
+                5: "int32_data", 6: "int32_data", 9: "int32_data", 10: "int32_data"}
+FLOAT16 = 10
+
+
+def dtype_name(code: int) -> str:
+    """The ONNX name of an element type code (``FLOAT``, ``BFLOAT16``, ...)."""
+    return DTYPE_NAMES.get(int(code), f"#{code}")
+
+
+def checked_dims(dims: Any, where: str) -> tuple[int, ...]:
+    """Dimensions that are non-negative and whose product is not absurd."""
+    dims = tuple(int(d) for d in dims)
+    if any(d < 0 for d in dims):
+        raise ShapeError(f"{where}: negative dimension in shape {list(dims)}")
+    if math.prod(dims) > MAX_ELEMENTS:
+        raise ShapeError(f"{where}: shape {list(dims)} holds {math.prod(dims)} elements, more "
+                         f"than portable accepts ({MAX_ELEMENTS})")
+    return dims
+
+
+def tensor_to_array(tensor: Tensor, where: str) -> np.ndarray:
+    """A read-only NumPy array of a tensor; raw bytes are viewed, not copied (an array at an
+    odd offset of the file is unaligned: the executor copies those it runs with)."""
+    where = f"{where} {tensor.name!r}" if tensor.name else where
+    dims = checked_dims(tensor.dims, where)
+    if tensor.data_type not in ONNX_DTYPES:
+        raise ShapeError(f"{where}: element type {dtype_name(tensor.data_type)} is not "
+                         f"supported; supported: "
+                         f"{', '.join(dtype_name(c) for c in sorted(ONNX_DTYPES))}")
+    if tensor.data_location == Tensor.EXTERNAL:
+        raise SerializationError(f"{where}: its data is in an external file that was not loaded")
+    dtype = from_onnx(tensor.data_type)
+    count = math.prod(dims)
+    if tensor.raw_data is not None:
+        raw = tensor.raw_data
+        if len(raw) != count * dtype.itemsize:
+            raise SerializationError(f"{where}: malformed tensor data: {len(raw)} raw bytes for "
+                                     f"shape {list(dims)} of {dtype_name(tensor.data_type)} "
+                                     f"({count * dtype.itemsize} expected)")
+        array = np.frombuffer(raw, dtype.newbyteorder("<")).astype(dtype, copy=False)
+    else:
+        values = getattr(tensor, _TYPED_FIELD[tensor.data_type])
+        values = np.asarray(values if len(values) else np.zeros(0))
+        if values.size != count:
+            raise SerializationError(f"{where}: malformed tensor data: {values.size} values for "
+                                     f"shape {list(dims)} ({count} expected)")
+        if tensor.data_type == FLOAT16:  # float16 values are stored as their bit patterns
+            array = values.astype(np.uint16).view(np.float16)
+        else:
+            array = values.astype(dtype)
+    array = array.reshape(dims)
+    array.setflags(write=False)
+    return array
+
+
+def value_type(info: ValueInfo, where: str) -> TensorType:
+    """The TensorType of a graph input or output; symbolic or missing dims become None."""
+    where = f"{where} {info.name!r}"
+    kind = info.type.kind if info.type is not None else ""
+    if kind != "tensor_type" or info.type.tensor_type is None:
+        raise ShapeError(f"{where}: type {kind or 'missing'} is not supported (portable runs "
+                         f"tensors only, not sequences, maps or optionals)")
+    tensor = info.type.tensor_type
+    if tensor.elem_type not in ONNX_DTYPES:
+        raise ShapeError(f"{where}: element type {dtype_name(tensor.elem_type)} is not "
+                         f"supported")
+    if tensor.shape is None:
+        raise ShapeError(f"{where}: its rank is unknown (no shape); portable needs the rank "
+                         f"of every graph input")
+    dims = []
+    for dim in tensor.shape.dim:
+        if dim.dim_value is not None:
+            if dim.dim_value < 0:
+                raise ShapeError(f"{where}: negative dimension {dim.dim_value}")
+            dims.append(int(dim.dim_value))
+        else:
+            dims.append(None)
+    checked_dims([d or 0 for d in dims], where)
+    return TensorType(dims, from_onnx(tensor.elem_type))
+
+
+def attribute_value(attr: Attribute, where: str) -> tuple[str, Any]:
+    """``(kind, value)`` of an attribute in portable's form: str for strings, lists for
+    repeated fields, read-only arrays for tensors."""
+    where = f"{where}: attribute {attr.name!r}"
+    if attr.ref_attr_name:
+        raise OpAttributeError(f"{where} refers to a function attribute "
+                               f"({attr.ref_attr_name!r}); functions are not supported")
+    kind = ATTRIBUTE_KINDS.get(attr.type)
+    if kind is None:
+        name = ATTRIBUTE_TYPE_NAMES.get(attr.type, f"#{attr.type}")
+        hint = " (subgraphs: control flow such as If/Loop/Scan is not supported)" \
+            if name in ("GRAPH", "GRAPHS") else ""
+        raise OpAttributeError(f"{where} has type {name}, which portable does not "
+                               f"support{hint}")
+    if kind == "float":
+        return kind, float(attr.f)
+    if kind == "int":
+        return kind, int(attr.i)
+    if kind == "string":
+        return kind, _text(attr.s, where)
+    if kind == "tensor":
+        if attr.t is None:
+            raise OpAttributeError(f"{where} has type TENSOR but holds no tensor")
+        return kind, tensor_to_array(attr.t, where)
+    if kind == "floats":
+        return kind, [float(v) for v in attr.floats]
+    if kind == "ints":
+        return kind, [int(v) for v in attr.ints]
+    return kind, [_text(v, where) for v in attr.strings]
+
+
+def _text(raw: Any, where: str) -> str:
+    try:
+        return bytes(raw if raw is not None else b"").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise OpAttributeError(f"{where}: string is not UTF-8: {exc}") from exc
+
+
+def coerce_attribute(kind: str, value: Any, expected: str | None, where: str) -> Any:
+    """``value`` (of ONNX kind ``kind``) as the kind an op's schema expects; an int is
+    accepted for a float, anything else that differs raises OpAttributeError."""
+    if kind == expected:
+        return value
+    if kind == "int" and expected == "float":
+        return float(value)
+    if kind == "ints" and expected == "floats":
+        return [float(v) for v in value]
+    raise OpAttributeError(f"{where} has kind {kind}, the op expects {expected}")
