@@ -8,6 +8,7 @@ Example:
     $ portable train --model lenet --json
     $ portable train --model mlp --dataset mnist --data-dir ~/mnist --epochs 5 --out runs/m
     $ portable train --model lenet --out runs/l --resume --export runs/l/model.onnx
+    $ portable train --model mlp --export runs/m/model.portable   # the deployment format
 """
 from __future__ import annotations
 
@@ -65,8 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-hybridize", action="store_true",
                         help="run the model imperatively instead of as a compiled graph")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--export", metavar="PATH.onnx", default=None,
-                        help="export the trained model to ONNX")
+    parser.add_argument("--export", metavar="PATH", default=None,
+                        help="export the trained model: a PATH ending in .onnx is written as "
+                        "ONNX, any other (PATH.portable) in portable's deployment format, "
+                        "which a device reads with NumPy alone")
     parser.add_argument("--json", action="store_true",
                         help="end with one JSON object on the last line of stdout")
 
@@ -119,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
     train = DataLoader(ArrayDataset(split.x_train[mine], split.y_train[mine]), args.batch_size,
                        shuffle=True, last_batch="discard")
     test = DataLoader(ArrayDataset(split.x_test, split.y_test), 256)
-    net = get_model(args.model, num_classes=int(split.y_train.max()) + 1)
+    classes = int(split.y_train.max()) + 1
+    net = get_model(args.model, num_classes=classes)
     net.initialize(portable.init.Xavier(magnitude=2.0), device=device)
     if not args.no_hybridize:
         net.hybridize()
@@ -158,8 +162,12 @@ def run(args: argparse.Namespace) -> int:
                                          f"{args.model} on {args.dataset}"))
     if args.export:
         example = portable.nd.array(split.x_test[:1], device=device)
-        net.export_onnx(args.export, example)
-        paths["onnx"] = str(args.export)
+        about = {"model": args.model, "dataset": args.dataset, "source": "portable train",
+                 "producer": f"portable {portable.__version__} train",
+                 "test_accuracy": float(scores["accuracy"]), "classes": classes,
+                 "input_shape": architecture["input_shape"]}
+        written = export_model(net, example, args.export, about)
+        paths["onnx" if written == "onnx" else "deployment"] = str(args.export)
     summary = {"model": args.model, "dataset": args.dataset,
                "test_accuracy": float(scores["accuracy"]), "epochs": result["epochs"],
                "steps": result["steps"], "seconds": round(time.perf_counter() - started, 2),
@@ -175,6 +183,27 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.model} on {args.dataset}: test accuracy {summary['test_accuracy']:.4f} "
               f"after {summary['epochs']} epochs ({summary['seconds']:.1f} s); wrote {out}")
     return 0
+
+
+def export_model(net: Any, example: Any, path: str, metadata: dict[str, Any]) -> str:
+    """Export ``net`` traced on ``example`` to ``path``; returns the format written.
+
+    A ``.onnx`` path gets ONNX (``Block.export_onnx``). Any other path gets the deployment
+    format, converted from that same ONNX export (``portable.cli.export.convert``), so both
+    files hold the same inference graph and weights.
+    """
+    import tempfile
+
+    from portable.cli.export import convert, output_format
+
+    if output_format(path) == "onnx":
+        net.export_onnx(path, example)
+        return "onnx"
+    with tempfile.TemporaryDirectory() as scratch:
+        staged = str(Path(scratch) / "model.onnx")
+        net.export_onnx(staged, example)
+        convert(staged, path, "portable", metadata=metadata)
+    return "portable"
 
 
 def plot_history(history: list[dict], path: Path, title: str) -> Path:

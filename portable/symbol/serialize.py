@@ -17,32 +17,11 @@ import numpy as np
 
 from portable.errors import PortableError, SerializationError
 from portable.io.atomic import atomic_write_text
+from portable.io.json_values import decode_value, encode_value
 from portable.symbol.symbol import SymNode, Symbol, topo_nodes
 
 FORMAT = "portable.symbol"
 VERSION = 1
-
-
-def _encode(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return {"__tensor__": {"dtype": value.dtype.name, "shape": list(value.shape),
-                               "data": value.reshape(-1).tolist()}}
-    if isinstance(value, (list, tuple)):
-        return [_encode(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _encode(v) for k, v in value.items()}
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-def _decode(value: Any) -> Any:
-    if isinstance(value, dict) and "__tensor__" in value:
-        spec = value["__tensor__"]
-        return np.asarray(spec["data"], dtype=spec["dtype"]).reshape(spec["shape"])
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    return value
 
 
 def symbol_to_json(symbol: Symbol) -> str:
@@ -54,13 +33,13 @@ def symbol_to_json(symbol: Symbol) -> str:
             record = {"op": None, "name": node.name,
                       "shape": None if node.shape is None else list(node.shape),
                       "dtype": None if node.dtype is None else np.dtype(node.dtype).name,
-                      "attrs": _encode(node.var_attrs)}
+                      "attrs": encode_value(node.var_attrs)}
             if node.shape_hint is not None:
                 rule, (source, out), params = node.shape_hint
                 record["shape_hint"] = {"rule": rule, "source": [index[id(source)], out],
-                                        "params": _encode(params)}
+                                        "params": encode_value(params)}
         else:
-            record = {"op": node.op, "name": node.name, "attrs": _encode(node.attrs),
+            record = {"op": node.op, "name": node.name, "attrs": encode_value(node.attrs),
                       "inputs": [None if e is None else [index[id(e[0])], e[1]]
                                  for e in node.inputs],
                       "num_outputs": node.num_outputs}
@@ -119,16 +98,16 @@ def _node_from_record(record: dict, nodes: list[SymNode], i: int) -> SymNode:
         node = SymNode(None, name, shape=None if record.get("shape") is None
                        else tuple(int(d) for d in record["shape"]),
                        dtype=None if record.get("dtype") is None else np.dtype(record["dtype"]),
-                       var_attrs=_decode(record.get("attrs", {})))
+                       var_attrs=decode_value(record.get("attrs", {})))
         hint = record.get("shape_hint")
         if hint is not None:
             node.shape_hint = (hint["rule"], _entry(nodes, hint["source"], f"node {name!r}"),
-                               _decode(hint["params"]))
+                               decode_value(hint["params"]))
         return node
     registry.get(record["op"])  # unknown op -> UnknownOpError
     inputs = [None if ref is None else _entry(nodes, ref, f"node {name!r}")
               for ref in record["inputs"]]
-    attrs = {k: _decode(v) for k, v in record.get("attrs", {}).items()}
+    attrs = {k: decode_value(v) for k, v in record.get("attrs", {}).items()}
     return SymNode(record["op"], name, attrs, inputs, int(record.get("num_outputs", 1)),
                    scalar=bool(record.get("scalar", False)))
 
