@@ -19,6 +19,8 @@ SUBCOMMANDS = {
     "digits": ("portable.cli.digits", "train a Symbol-API MLP or LeNet on the bundled digits"),
     "train": ("portable.cli.train", "train a zoo model on digits, MNIST or Fashion-MNIST"),
     "run": ("portable.cli.run", "run an ONNX model on given or random inputs"),
+    "export": ("portable.cli.export", "convert a model between ONNX and the deployment format"),
+    "predict": ("portable.cli.predict", "predict with a model inside a memory budget"),
     "conformance": ("portable.cli.conformance", "run the ONNX node conformance cases"),
     "memory": ("portable.cli.memory", "plan and measure a model's memory"),
     "launch": ("portable.cli.launch", "launch a distributed job over MPI"),
