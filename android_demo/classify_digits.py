@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 if importlib.util.find_spec("portable") is None:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(HERE.parent))
 
-from portable.cli.predict import peak_resident_bytes  # noqa: E402  (NumPy + stdlib only)
+from portable.predict import peak_resident_bytes  # noqa: E402
 from portable.errors import PortableError, SerializationError  # noqa: E402
 from portable.predict import Predictor, format_bytes  # noqa: E402
 

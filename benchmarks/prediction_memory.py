@@ -95,28 +95,65 @@ def _rebatch(model, batch: int):
     return model, data.name, [d.dim_value for d in data.type.tensor_type.shape.dim]
 
 
+def _input_shape(shape: list, batch: int) -> list[int]:
+    return [batch if i == 0 else (d if isinstance(d, int) else 1) for i, d in enumerate(shape)]
+
+
 def worker_onnxruntime(path: str, batch: int) -> dict:
     import numpy as np
-    import onnx
     import onnxruntime as ort
 
-    model, name, shape = _rebatch(onnx.load(path), batch)
-    data = model.SerializeToString()
-    del model
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    probe = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    declared = probe.get_inputs()[0].shape
+    del probe
+    if declared[0] in (batch, None) or isinstance(declared[0], str):
+        data, name, shape = path, None, _input_shape(declared, batch)
+    else:  # a fixed other batch: rewrite the model (this needs onnx, loaded before the baseline)
+        import onnx
+
+        model, name, shape = _rebatch(onnx.load(path), batch)
+        data = model.SerializeToString()
+        del model
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     baseline = _status("VmRSS")
     _reset_peak_rss()
     session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    name = name or session.get_inputs()[0].name
     start = time.perf_counter()
     session.run(None, {name: x})
     seconds = time.perf_counter() - start
-    return {"peak_rss_growth_bytes": _status("VmHWM") - baseline, "run_seconds": seconds,
-            "version": ort.__version__}
+    peak = _status("VmHWM")
+    return {"peak_rss_bytes": peak, "peak_rss_growth_bytes": peak - baseline,
+            "run_seconds": seconds, "version": ort.__version__}
 
 
-ENGINES = {"portable": worker_portable, "onnxruntime": worker_onnxruntime}
+def worker_predictor(path: str, batch: int) -> dict:
+    """The on-device path: a process that imports only ``portable.predict`` (NumPy + the core)
+    loads the file with the wire-format reader, plans it and runs it once."""
+    import numpy as np
+
+    from portable.predict import Predictor
+
+    baseline = _status("VmRSS")
+    _reset_peak_rss()
+    predictor = Predictor(path, batch_size=batch)
+    name = predictor.input_names[0]
+    x = np.random.default_rng(0).standard_normal(predictor.input_types[name].shape)
+    start = time.perf_counter()
+    predictor.predict(x.astype(np.float32))
+    seconds = time.perf_counter() - start
+    peak = _status("VmHWM")
+    memory = predictor.memory
+    return {"peak_rss_bytes": peak, "peak_rss_growth_bytes": peak - baseline,
+            "run_seconds": seconds, "planned_total_bytes": memory["total_bytes"],
+            "mapped_weights_bytes": memory["mapped_weights_bytes"],
+            "onnx_imported": any(m.split(".")[0] == "onnx" for m in sys.modules)}
+
+
+ENGINES = {"portable": worker_portable, "predictor": worker_predictor,
+           "onnxruntime": worker_onnxruntime}
 
 
 def run_worker(engine: str, path: str, batch: int, timeout: float) -> dict:
@@ -159,9 +196,15 @@ def main(argv: list[str] | None = None) -> dict:
             for engine in args.engines:
                 row[engine] = run_worker(engine, path, batch, args.timeout)
             ours, ort = row.get("portable", {}), row.get("onnxruntime", {})
+            device = row.get("predictor", {})
             if "measured_peak_bytes" in ours and "peak_rss_growth_bytes" in ort:
                 row["portable_measured_over_onnxruntime"] = (
                     ours["measured_peak_bytes"] / max(ort["peak_rss_growth_bytes"], 1))
+            if "peak_rss_bytes" in device and "peak_rss_bytes" in ort:
+                row["predictor_peak_rss_over_onnxruntime"] = (
+                    device["peak_rss_bytes"] / ort["peak_rss_bytes"])
+                row["predictor_rss_growth_over_onnxruntime"] = (
+                    device["peak_rss_growth_bytes"] / max(ort["peak_rss_growth_bytes"], 1))
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     ratios = [r["portable"][level]["planned_over_bound"] if level else

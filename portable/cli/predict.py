@@ -41,32 +41,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def peak_resident_bytes() -> tuple[int | None, str]:
-    """The process's peak resident set in bytes and where it was read.
-
-    ``VmHWM`` from ``/proc/self/status`` (Linux, Android), else ``getrusage``'s ``ru_maxrss``
-    (KiB on Linux, bytes on macOS), else ``(None, "unavailable")``.
-
-    Example:
-        >>> nbytes, source = peak_resident_bytes()
-        >>> source in ("VmHWM", "getrusage", "unavailable")
-        True
-    """
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024, "VmHWM"
-    except OSError:
-        pass
-    try:
-        import resource
-    except ImportError:  # Windows
-        return None, "unavailable"
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return (peak if sys.platform == "darwin" else peak * 1024), "getrusage"
-
-
 def read_inputs(path: str) -> dict[str, Any] | Any:
     """The arrays of an ``.npz`` (a dict by name) or one ``.npy`` array; never unpickles.
 
@@ -160,7 +134,7 @@ def _describe(name: str, array: Any) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from portable.errors import MemoryBudgetError
-    from portable.predict import Predictor
+    from portable.predict import Predictor, peak_resident_bytes
     from portable.sizes import format_bytes
 
     arrays = read_inputs(args.inputs)

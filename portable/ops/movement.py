@@ -539,8 +539,19 @@ def _constant_of_shape_infer(ctx):
     return [TensorType(shape, dtype)]
 
 
+def _constant_of_shape_fold(ctx):
+    # One element seen through zero strides: a large constant-filled tensor (a mask, or a
+    # model's weights filled with one value) costs no memory until a kernel needs it dense.
+    if ctx.values[0] is None:
+        return [None]
+    value = ctx.attrs["value"]
+    value = np.zeros((), np.float32) if value is None else np.asarray(value).reshape(())
+    return [np.broadcast_to(value, ints(ctx.value(0)))]
+
+
 declare("ConstantOfShape", inputs=("input",), outputs=("output",),
-        infer=_constant_of_shape_infer, attrs={"value": Attr("tensor", None)}, onnx_since=25)
+        infer=_constant_of_shape_infer, fold=_constant_of_shape_fold,
+        attrs={"value": Attr("tensor", None)}, onnx_since=25)
 
 # Constant's value_* attributes and the dtype ONNX gives each.
 CONSTANT_DTYPES = {"value": None, "value_float": np.float32, "value_floats": np.float32,

@@ -69,11 +69,14 @@ def _new_conv(m: Match, conv: Node, output: str, w: np.ndarray, b: np.ndarray) -
     dtype = m.type(conv.inputs[1]).dtype
     node = Node("Conv", (conv.inputs[0], w_name, b_name), (output,), dict(conv.attrs),
                 conv.name)
-    return Rewrite([node], {w_name: w.astype(dtype), b_name: b.astype(dtype)})
+    # copy=False: a weight that only changes name (an Add folded into the bias) is not copied
+    return Rewrite([node], {w_name: w.astype(dtype, copy=False), b_name: b.astype(dtype)})
 
 
 def _scaled(w: np.ndarray, k: np.ndarray) -> np.ndarray:
-    return w.astype(np.float64) * k.reshape((-1,) + (1,) * (w.ndim - 1))
+    # The per-channel factor is computed in float64 and rounded once; the product is made in
+    # the weight's own type, so folding never holds a float64 copy of a large weight.
+    return w * k.astype(w.dtype).reshape((-1,) + (1,) * (w.ndim - 1))
 
 
 def _fold_batch_norm(m: Match) -> Rewrite | None:

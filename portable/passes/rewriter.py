@@ -9,8 +9,8 @@ value renames), or None to decline.
 Stages of ``rewrite``: (1) infer types once; (2) walk the nodes in order and try every rule at
 every node not touched in this sweep; a match needs each matched node except the root to feed
 only the pattern (its outputs read nowhere else, not graph outputs); (3) replace matched nodes
-by the rewrite's nodes at the root's position, apply renames; (4) repeat until a sweep changes
-nothing (each sweep sees fresh types), at most ``max_sweeps`` times.
+by the rewrite's nodes at the root's position, apply renames, drop constants nothing reads any
+more; (4) repeat until a sweep changes nothing (each sweep sees fresh types), at most ``max_sweeps`` times.
 
 Example:
     >>> rules = [Rule("drop-identity", Pattern("Identity", name="id"), drop_identity)]
@@ -212,6 +212,11 @@ def _sweep_once(graph: Graph, rules: Sequence[Rule], protected: frozenset[str]):
     if renames:
         nodes = [_renamed(node, renames) for node in nodes]
     outputs = tuple(_resolve(name, renames) for name in graph.outputs)
+    # Constants the rewrites made dead go now, not at a later prune: folding a chain into a
+    # Conv makes a new weight per step, and keeping every generation multiplies the weights'
+    # memory while the pipeline runs.
+    read = {name for node in nodes for name in node.inputs if name} | set(outputs) | protected
+    initializers = {name: value for name, value in initializers.items() if name in read}
     return graph.replace(nodes=tuple(nodes), outputs=outputs, initializers=initializers), True
 
 

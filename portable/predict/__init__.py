@@ -11,6 +11,8 @@ Example:
 """
 from portable.predict.formats import load_graph
 from portable.predict.predictor import Predictor
+from portable.predict.resident import peak_resident_bytes, reset_peak_resident
 from portable.sizes import format_bytes, parse_size
 
-__all__ = ["Predictor", "format_bytes", "load_graph", "parse_size"]
+__all__ = ["Predictor", "format_bytes", "load_graph", "parse_size", "peak_resident_bytes",
+           "reset_peak_resident"]

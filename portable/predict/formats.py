@@ -30,7 +30,7 @@ def sniff(path: str) -> str:
 
     try:
         with open(path, "rb") as handle:
-            head = handle.read(64)
+            head = handle.read(deployment.SNIFF_BYTES)
     except OSError as exc:
         raise SerializationError(f"cannot read model {path}: {exc}") from exc
     if deployment.is_deployment(head):

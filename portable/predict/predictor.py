@@ -18,7 +18,6 @@ Example:
 """
 from __future__ import annotations
 
-import mmap
 import os
 from typing import Any
 
@@ -30,6 +29,7 @@ from portable.executor.compiled import CompiledGraph
 from portable.executor.feeds import check_feeds
 from portable.ir.graph import Graph, TensorType
 from portable.passes.set_batch import set_batch
+from portable.predict.deployment import is_mapped
 from portable.predict.formats import load_graph
 from portable.sizes import parse_size
 
@@ -87,7 +87,7 @@ class Predictor:
             "plan_bytes": planned,
             "weights_bytes": plan.constant_bytes,
             "mapped_weights_bytes": sum(int(v.nbytes) for v in plan.constants.values()
-                                        if _is_mapped(v)),
+                                        if is_mapped(v)),
             "io_bytes": plan.input_bytes,
             "total_bytes": planned + plan.constant_bytes + plan.input_bytes,
             "budget_bytes": self.budget_bytes,
@@ -136,12 +136,3 @@ def _with_batch(graph: Graph, batch: int, label: str) -> Graph:
         return graph.replace(inputs=inputs)
     return set_batch(graph, batch, batched)
 
-
-def _is_mapped(array: Any) -> bool:
-    """Whether ``array``'s memory belongs to a memory-mapped file."""
-    base = array
-    while base is not None:
-        if isinstance(base, mmap.mmap):
-            return True
-        base = getattr(base, "base", None) if not isinstance(base, memoryview) else base.obj
-    return False
