@@ -58,5 +58,5 @@ def check_feeds(inputs: Any, types: Mapping[str, TensorType], *, cast: bool = Fa
                                           for d, s in zip(want.shape, array.shape)):
             raise BindError(f"{label}: input {name!r} has shape {array.shape}; it declares "
                             f"{want!r}")
-        feeds[name] = np.ascontiguousarray(array)
+        feeds[name] = np.asarray(array, order="C")  # (ascontiguousarray makes 0-d 1-d)
     return feeds
