@@ -8,8 +8,12 @@ subprocess (so one model's memory never counts for the next) and reports a few c
   liveness lower bound, weights, planned workspace, the predicted peak (plan + weights + inputs
   + workspace) and the peak measured with tracemalloc during one run; and under ``basic`` the
   plan at level ``basic`` (constants folded, every op kept);
-- ``onnxruntime``: the growth of the process's peak resident set (VmHWM, reset before the
-  session is created) over creating the session and one run, default session options.
+- ``predictor``: the on-device path, a process that imports only ``portable.predict``, loads
+  the file with the wire-format reader, plans and runs once: its peak resident set (VmHWM, the
+  whole process) and the growth of that peak over the process after its imports;
+- ``onnxruntime``: the same two figures for a process creating an InferenceSession from the
+  same file and running it once, default session options. The issue's target is the
+  predictor's peak at or below onnxruntime's on every model (``summary``).
 
 The two measure different things (traced NumPy buffers against resident pages, which include
 onnxruntime's code and allocator slack), so compare them as orders of magnitude. Engines and
@@ -212,7 +216,13 @@ def main(argv: list[str] | None = None) -> dict:
               if "planned_over_bound" in r.get("portable", {}) for level in ("", "basic")]
     measured = [r["portable"]["measured_over_predicted"] for r in rows
                 if "measured_over_predicted" in r.get("portable", {})]
+    resident = [r["predictor_peak_rss_over_onnxruntime"] for r in rows
+                if "predictor_peak_rss_over_onnxruntime" in r]
     result = {"benchmark": "prediction_memory", "rows": rows, "summary": {
+        "predictor_peak_rss_over_onnxruntime_range": [min(resident, default=None),
+                                                      max(resident, default=None)],
+        "predictor_at_or_below_onnxruntime": f"{sum(x <= 1 for x in resident)} of "
+                                             f"{len(resident)}",
         "worst_planned_over_bound": max(ratios, default=None),
         "measured_over_predicted_range": [min(measured, default=None),
                                           max(measured, default=None)],
