@@ -98,7 +98,12 @@ def worker(repeats: int, bucket_sizes: list[float]) -> None:
         result = {"ranks": comm.Get_size(), "tensors": len(shapes), "floats": int(sum(sizes)),
                   "repeats": repeats, "target_ratio": 1.1,
                   "collectives_per_sync": {f"store_bucket_{mb:g}mb": round(
-                      kv.stats["buckets"] / (repeats + 1), 1) for mb, kv in stores.items()}}
+                      kv.stats["buckets"] / (repeats + 1), 1) for mb, kv in stores.items()},
+                  # negotiation rounds, and seconds the communication thread spent reducing
+                  "rounds_per_sync": {f"store_bucket_{mb:g}mb": round(
+                      kv.stats["rounds"] / (repeats + 1), 1) for mb, kv in stores.items()},
+                  "reducing_seconds_per_sync": {f"store_bucket_{mb:g}mb": round(
+                      kv.stats["busy_s"] / (repeats + 1), 4) for mb, kv in stores.items()}}
         # the median is the headline; the minimum (the least disturbed repeat) is shown too
         # because other processes on a shared machine inflate some repeats
         for stat, pick in (("median", statistics.median), ("min", min)):

@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -189,6 +190,30 @@ class Engine(ABC):
             EngineError: For bad arguments (not callable, foreign or deleted var); never for
                 an exception raised by ``fn`` (see the module docstring).
         """
+
+    def push_async(self, fn: Callable[[Callable[..., None]], object], reads: Iterable[Var] = (),
+                   writes: Iterable[Var] = (), device: Hashable = None, priority: int = 0,
+                   name: str = "op") -> None:
+        """Like :meth:`push`, but the op finishes when ``fn`` calls the ``on_complete(error=None)``
+        it is given, which may happen later and from any thread (MXNet's ``PushAsync``): a
+        communication thread completes ops without a worker blocked on each.
+
+        ``on_complete`` must be called exactly once; an ``error`` (an exception) is recorded like
+        one raised by a ``push`` op. This default runs ``fn`` in a pushed op that waits for the
+        completion (it holds a worker, or the naive engine's caller, meanwhile).
+        """
+        def run() -> None:
+            done, errors = threading.Event(), []
+
+            def on_complete(error: BaseException | None = None) -> None:
+                errors.append(error)
+                done.set()
+            fn(on_complete)
+            done.wait()
+            if errors[0] is not None:
+                raise errors[0]
+        run.__qualname__ = name
+        self.push(run, reads, writes, device, priority, name)
 
     @abstractmethod
     def wait_for_var(self, var: Var) -> None:

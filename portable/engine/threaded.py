@@ -10,7 +10,8 @@ Stages of one op (all bookkeeping under one engine lock; only ``fn`` runs outsid
 3. When all of an op's requests are granted it is *ready* and goes to its device's priority
    queue; a worker of that device pops the highest priority (oldest first among equals).
 4. When ``fn`` returns (or raises) the op's outcome is stored on the vars it writes, its grants
-   are released, and the vars grant their next requests.
+   are released, and the vars grant their next requests. An op pushed with ``push_async`` gets
+   there when the ``on_complete`` given to its ``fn`` is called, from whichever thread.
 
 Invariants: a var's requests are granted in push order and a write excludes everything else,
 so every var sees its readers and writers exactly as sequential execution in push order would;
@@ -33,6 +34,7 @@ from portable.errors import EngineError
 
 _WAITING, _READY, _RUNNING = "waiting", "ready", "running"
 _USER, _SYNC, _DELETE = 0, 1, 2  # op kinds; only _USER ops run on workers
+_DEFERRED = object()  # an asynchronous op started; its on_complete will finish it
 
 
 class ThreadedVar(Var):
@@ -49,7 +51,7 @@ class ThreadedVar(Var):
 
 class _Op:
     __slots__ = ("fn", "name", "reads", "dep_reads", "writes", "device", "priority", "kind",
-                 "seq", "waiting", "state", "failure", "done", "cond")
+                 "seq", "waiting", "state", "failure", "done", "cond", "asynchronous")
 
     def __init__(self, fn: Callable[[], object] | None, name: str, reads: tuple[Var, ...],
                  dep_reads: tuple[Var, ...], writes: tuple[Var, ...], device: Hashable,
@@ -68,6 +70,7 @@ class _Op:
         self.failure: OpFailure | None = None  # _SYNC: the var's state when it completed
         self.done = False
         self.cond: threading.Condition | None = None
+        self.asynchronous = False  # push_async: finished by on_complete, not by fn returning
 
 
 class _DeviceQueue:
@@ -167,8 +170,21 @@ class ThreadedEngine(Engine):
 
         Blocks while ``max_pending`` ops are unfinished, unless called from inside an op.
         """
+        self._push(_Op(None, name, (), (), (), device, priority, _USER), fn, reads, writes)
+
+    def push_async(self, fn: Callable[[Callable[..., None]], object], reads: Iterable[Var] = (),
+                   writes: Iterable[Var] = (), device: Hashable = None, priority: int = 0,
+                   name: str = "op") -> None:
+        """Queue ``fn(on_complete)``; the op holds its vars until ``on_complete`` is called
+        (from any thread), not until ``fn`` returns; see :meth:`Engine.push_async`."""
+        op = _Op(None, name, (), (), (), device, priority, _USER)
+        op.asynchronous = True
+        self._push(op, fn, reads, writes)
+
+    def _push(self, op: _Op, fn: Callable, reads: Iterable[Var], writes: Iterable[Var]) -> None:
+        name = op.name
         reads_t, dep_reads, writes_t = self._normalize(fn, reads, writes, name)
-        op = _Op(fn, name, reads_t, dep_reads, writes_t, device, priority, _USER)
+        op.fn, op.reads, op.dep_reads, op.writes = fn, reads_t, dep_reads, writes_t
         bypass_bound = getattr(self._local, "in_op", False)
         with self._lock:
             self._refuse_if_stopped("push")
@@ -411,16 +427,40 @@ class ThreadedEngine(Engine):
                 op = heapq.heappop(queue.heap)[2]
                 op.state = _RUNNING
             failure = self._execute(op)
+            if failure is _DEFERRED:
+                op = None  # its on_complete finishes it
 
-    @staticmethod
-    def _execute(op: _Op) -> OpFailure | None:
-        """Run one op outside the lock; never raises, so a worker never dies."""
+    def _execute(self, op: _Op) -> OpFailure | None:
+        """Run one op outside the lock; never raises, so a worker never dies. An asynchronous
+        op that started returns ``_DEFERRED``: its ``on_complete`` completes it."""
         for v in op.reads:
             # Safe without the lock: the op holds a grant on v, so its last writer finished.
             if v._failure is not None:
                 return v._failure.passed_on(op.name)  # skip: its inputs hold no valid data
+        if op.asynchronous:
+            return self._start_async(op)
         try:
             op.fn()
         except BaseException as exc:  # noqa: BLE001 - the contract defers every error
             return OpFailure(op.name, exc)
         return None
+
+    def _start_async(self, op: _Op) -> object:
+        called = []
+
+        def on_complete(error: BaseException | None = None) -> None:
+            with self._lock:
+                if called:
+                    raise EngineError(f"on_complete of op {op.name!r} was called twice")
+                called.append(True)
+                self._complete(op, None if error is None else OpFailure(op.name, error))
+
+        try:
+            op.fn(on_complete)
+        except BaseException as exc:  # noqa: BLE001 - the contract defers every error
+            with self._lock:
+                if called:  # it completed, then raised: the op's outcome is already recorded
+                    return _DEFERRED
+                called.append(True)
+            return OpFailure(op.name, exc)
+        return _DEFERRED

@@ -5,8 +5,9 @@ A request (allreduce or broadcast of one key's array) becomes two engine ops:
 
 * ``mark`` (reads the array, never blocks): runs as soon as the array's producer (e.g. the
   backward op of that layer) finished, and tells the background thread the data is ready;
-* ``wait`` (writes the array): blocks until the background thread has reduced it, so every
-  later reader of the array is ordered after the communication by the engine's variables.
+* ``wait`` (writes the array): an asynchronous engine op (``push_async``) that the background
+  thread completes once it has reduced the array, so every later reader of the array is
+  ordered after the communication by the engine's variables, and no worker blocks per key.
 
 Stages of one round of the background thread:
 
@@ -41,7 +42,8 @@ import numpy as np
 from portable.engine import get_engine
 from portable.errors import PortableError
 from portable.kvstore.comm import import_mpi, poll
-from portable.kvstore.fusion import DEFAULT_BUCKET_MB, FusionBuffers, plan_buckets
+from portable.kvstore.fusion import (DEFAULT_BUCKET_MB, DEFAULT_FUSE_KB, FusionBuffers,
+                                     plan_buckets)
 
 ALLREDUCE, BROADCAST = 0, 1
 KIND_NAMES = ("allreduce", "broadcast")
@@ -102,7 +104,7 @@ def compressed_allreduce(comm: Any, compressor: Any, buffer: np.ndarray, pieces:
 
 
 class _Request:
-    __slots__ = ("slot", "key", "priority", "host", "ready_at", "done", "error")
+    __slots__ = ("slot", "key", "priority", "host", "ready_at", "done", "error", "then")
 
     def __init__(self, slot: int, key: Any, priority: int) -> None:
         self.slot = slot
@@ -112,6 +114,32 @@ class _Request:
         self.ready_at: float | None = None
         self.done = threading.Event()
         self.error: BaseException | None = None
+        self.then: Any = None  # called once done (the engine op's completion), if set
+
+
+def _finish(requests: list[_Request], cond: threading.Condition,
+            error: BaseException | None = None) -> None:
+    """Mark requests done and run their completions (outside ``cond``, whose lock
+    ``_submit``'s ``wait`` takes to decide between waiting and finishing at once)."""
+    thens = []
+    with cond:
+        for request in requests:
+            request.error = error if error is not None else request.error
+            request.done.set()
+            thens.append(request.then)
+    for then in thens:
+        if then is not None:
+            then()
+
+
+def _completing(step: Any, on_complete: Any) -> None:
+    """Run ``step`` then complete an asynchronous engine op with its outcome."""
+    try:
+        step()
+    except BaseException as exc:  # noqa: BLE001 - handed to the engine's error contract
+        on_complete(exc)
+        return
+    on_complete()
 
 
 class CollectiveQueue:
@@ -123,17 +151,20 @@ class CollectiveQueue:
         reducer: how a bucket is summed (``FlatReducer``, ``TwoLevelReducer`` ...).
         name: the store name, in op names and errors.
         bucket_mb: fusion bucket size in MB (0: one call per tensor, no slicing).
+        fuse_kb: the largest tensor packed with others, in KB (larger ones go in place).
         cycle_ms: how long a round waits for more requests to become ready when the previous
             round agreed on nothing.
     """
 
     def __init__(self, comm: Any, watchdog: Any, reducer: Any, name: str,
-                 bucket_mb: float = DEFAULT_BUCKET_MB, cycle_ms: float = 0.5) -> None:
+                 bucket_mb: float = DEFAULT_BUCKET_MB, cycle_ms: float = 0.5,
+                 fuse_kb: float = DEFAULT_FUSE_KB) -> None:
         self.MPI = import_mpi()
         self.comm = comm
         self.reducer = reducer
         self.name = name
         self.bucket_bytes = float(bucket_mb) * (1 << 20)
+        self.fuse_bytes = float(fuse_kb) * (1 << 10)
         self.cycle_s = float(cycle_ms) / 1000.0
         self._watchdog = watchdog
         self._cond = threading.Condition()
@@ -212,20 +243,35 @@ class CollectiveQueue:
                 self._new_info = True
                 self._cond.notify_all()
 
-        def wait() -> None:
-            request.done.wait()
+        def copy_back() -> None:
             if request.error is not None:
                 raise request.error
             data = array._data
             if not np.may_share_memory(np.asarray(backend.to_numpy(data)), request.host):
                 backend.copy_into(data, backend.from_numpy(request.host.reshape(shape)))
 
+        def wait(on_complete: Any) -> None:
+            # An asynchronous engine op: when the array is reduced in its own (host) memory,
+            # the communication thread completes the op, so no engine worker sits blocked per
+            # key. Data that must be copied back to a device is copied here, by this worker.
+            if request.host is not None and np.may_share_memory(
+                    np.asarray(backend.to_numpy(array._data)), request.host):
+                with self._cond:
+                    if not request.done.is_set():
+                        request.then = lambda: on_complete(request.error)
+                        return
+                on_complete(request.error)
+                return
+            request.done.wait()
+            _completing(copy_back, on_complete)
+
         engine = get_engine()
         label = f"kv.{self.name}.{KIND_NAMES[kind]}[{key}]"
         engine.push(mark, reads=[array._var], device=MARK_DEVICE, priority=priority,
                     name=label + ".mark")
-        engine.push(wait, reads=[array._var], writes=[array._var],
-                    device=WAIT_DEVICES[index % len(WAIT_DEVICES)], priority=priority, name=label)
+        engine.push_async(wait, reads=[array._var], writes=[array._var],
+                          device=WAIT_DEVICES[index % len(WAIT_DEVICES)], priority=priority,
+                          name=label)
 
     def join(self) -> int:
         """Contribute zeros to the other ranks' requests until every rank joined (blocks).
@@ -358,7 +404,7 @@ class CollectiveQueue:
             return
         items = [(s, self._keys[s // 2][2], self._keys[s // 2][3]) for s in slots]
         remaining = {s: self._keys[s // 2][2] for s in slots}
-        for bucket in plan_buckets(items, self.bucket_bytes):
+        for bucket in plan_buckets(items, self.bucket_bytes, self.fuse_bytes):
             pieces: list = []
             if bucket.in_place:
                 seg = bucket.segments[0]
@@ -406,7 +452,7 @@ class CollectiveQueue:
             self._real -= 1
             self._completed += 1
             self._cond.notify_all()
-        head.done.set()
+        _finish([head], self._cond)
 
     def _finish_join(self) -> None:
         """Every rank joined and nothing is left: agree on the most advanced rank and return."""
@@ -430,6 +476,4 @@ class CollectiveQueue:
             self._pending.clear()
             self._real = self._ready = 0
             self._cond.notify_all()
-        for request in requests:
-            request.error = error
-            request.done.set()
+        _finish(requests, self._cond, error)

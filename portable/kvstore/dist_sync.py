@@ -31,7 +31,7 @@ from portable.kvstore.base import KVStore, _pairs
 from portable.kvstore.collective import CollectiveQueue, FlatReducer
 from portable.kvstore.comm import WorkerCollectives, env_float, get_communicator, poll
 from portable.kvstore.compression import create_compressor
-from portable.kvstore.fusion import DEFAULT_BUCKET_MB
+from portable.kvstore.fusion import DEFAULT_BUCKET_MB, DEFAULT_FUSE_KB
 
 
 class DistSyncKVStore(WorkerCollectives, KVStore):
@@ -42,12 +42,14 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
         bucket_size_mb: fusion bucket size (default ``PORTABLE_KV_BUCKET_MB`` or 25; 0: one
             collective per tensor, no slicing).
         cycle_ms: negotiation cycle (default ``PORTABLE_KV_CYCLE_MS`` or 0.5).
+        fuse_kb: the largest tensor packed into a bucket with others (default
+            ``PORTABLE_KV_FUSE_KB`` or 128); larger ones are reduced in place, with no copy.
     """
 
     default_update_on_kvstore = False
 
     def __init__(self, name: str = "dist_sync", bucket_size_mb: float | None = None,
-                 cycle_ms: float | None = None) -> None:
+                 cycle_ms: float | None = None, fuse_kb: float | None = None) -> None:
         super().__init__(name)
         self._comm = get_communicator()
         if self._comm.is_server:
@@ -62,8 +64,11 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
                                        allow_zero=True)
         if cycle_ms is None:
             cycle_ms = env_float("PORTABLE_KV_CYCLE_MS", 0.5)
+        if fuse_kb is None:
+            fuse_kb = env_float("PORTABLE_KV_FUSE_KB", DEFAULT_FUSE_KB, allow_zero=True)
         self._queue = CollectiveQueue(data, self._comm.watchdog, self._make_reducer(data), name,
-                                      bucket_mb=bucket_size_mb, cycle_ms=cycle_ms)
+                                      bucket_mb=bucket_size_mb, cycle_ms=cycle_ms,
+                                      fuse_kb=fuse_kb)
         self._single = self.num_workers == 1
         self._comm.watchdog.exit_hooks.append(self.close)
         self._closed = False

@@ -6,9 +6,12 @@ they must go (highest priority first):
 1. a tensor larger than the bucket is cut into bucket-sized slices, each its own single-piece
    bucket (reduced in place in the tensor's memory: no copy), so that a huge tensor cannot hold
    back a more urgent one and the slices can be pipelined;
-2. smaller tensors of the same dtype are packed, in order, into one bucket until the next one
+2. a tensor larger than ``fuse_bytes`` but not than the bucket is its own in-place bucket:
+   packing costs two copies of it, which for such a tensor cost more than the one collective
+   call saved (on one machine a 1 MB copy takes about as long as reducing it);
+3. smaller tensors of the same dtype are packed, in order, into one bucket until the next one
    would overflow it; one collective call then reduces the whole bucket;
-3. a bucket holding a single piece is marked in-place (no packing copy).
+4. a bucket holding a single piece is marked in-place (no packing copy).
 
 Invariants: every element of every request is in exactly one bucket; the plan depends only on
 the agreed requests (order, sizes, dtypes) and the bucket size, so every rank computes the same
@@ -29,6 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 
 DEFAULT_BUCKET_MB = 25.0
+DEFAULT_FUSE_KB = 128.0
 
 
 @dataclass(frozen=True)
@@ -67,13 +71,16 @@ class Bucket:
         self.numel += stop - start
 
 
-def plan_buckets(requests: Sequence[tuple[Any, int, Any]], bucket_bytes: float) -> list[Bucket]:
+def plan_buckets(requests: Sequence[tuple[Any, int, Any]], bucket_bytes: float,
+                 fuse_bytes: float = float("inf")) -> list[Bucket]:
     """Group agreed requests into buckets.
 
     Args:
         requests: ``(slot, numel, dtype)`` in the order they must be reduced.
         bucket_bytes: the bucket size; 0 or less: no fusion and no slicing (one call per
             tensor).
+        fuse_bytes: the largest tensor that is packed with others (larger ones are reduced in
+            place, alone or in slices).
 
     Returns:
         The buckets, in the order their collectives must be called.
@@ -89,7 +96,7 @@ def plan_buckets(requests: Sequence[tuple[Any, int, Any]], bucket_bytes: float) 
             plan.append(single)
             continue
         capacity = max(1, int(bucket_bytes // dtype.itemsize))
-        if numel > capacity:
+        if numel > capacity or numel * dtype.itemsize > fuse_bytes:
             pending = open_buckets.pop(dtype, None)
             if pending is not None:  # keep priority order: what came first goes first
                 plan.append(pending)

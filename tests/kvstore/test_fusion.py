@@ -48,6 +48,16 @@ def test_large_tensors_are_sliced_in_place_and_priority_order_is_kept():
     assert all(b.in_place for b in plan)
 
 
+def test_tensors_over_the_fusion_threshold_go_in_place_alone():
+    """Packing costs two copies: tensors over ``fuse_bytes`` are reduced in their own memory,
+    smaller ones are still packed together, and priority order between buckets holds."""
+    items = [(0, 8, "float32"), (1, 64, "float32"), (2, 8, "float32"), (3, 8, "float32")]
+    plan = plan_buckets(items, 1 << 10, fuse_bytes=128)
+    assert [[s.slot for s in b.segments] for b in plan] == [[0], [1], [2, 3]]
+    assert plan[1].in_place and not plan[2].in_place
+    assert _coverage(plan) == {0: [(0, 8)], 1: [(0, 64)], 2: [(0, 8)], 3: [(0, 8)]}
+
+
 def test_zero_bucket_size_means_one_call_per_tensor():
     plan = plan_buckets([(0, 3, "float32"), (1, 10 ** 6, "float32")], 0)
     assert [(b.segments[0].slot, b.numel) for b in plan] == [(0, 3), (1, 10 ** 6)]
