@@ -129,18 +129,16 @@ class CompiledGraph:
         # Only the constants a running step (or the caller) reads are kept: a folded chain's
         # intermediates are dropped. Aligned, C-ordered copies are made only where needed (a
         # weight memory-mapped at an odd offset of its file).
-        running = [node for node in graph.nodes
+        running = [(index, node) for index, node in enumerate(graph.nodes)
                    if not all(not out or out in known for out in node.outputs)]
-        read = {name for node in running for name in node.inputs if name}
+        read = {name for _, node in running for name in node.inputs if name}
         read |= set(graph.outputs) | set(keep)
         self.constants = {name: self.backend.from_numpy(np.require(value, requirements="CA"))
                           for name, value in known.items() if name in read and
                           (name not in graph.input_names or name in (constant_inputs or {}))}
         self.state_updates = dict(state_updates or {})
         self.steps: list[Step] = []
-        for index, node in enumerate(graph.nodes):
-            if all(not out or out in known for out in node.outputs):
-                continue  # fully evaluated while planning
+        for index, node in running:  # the others were fully evaluated while planning
             op = registry.get(node.op, node=node)
             attrs = op.resolve_attrs(node)
             if op.view:
