@@ -81,6 +81,28 @@ def split_attrs(base: OpDef, attrs: dict) -> tuple[dict, str, dict]:
     return own, attrs.get("activation") or "", json.loads(attrs.get("activation_attrs") or "{}")
 
 
+@functools.lru_cache(maxsize=256)
+def _activation_attrs(name: str, attrs_json: str) -> dict:
+    op = get(name)
+    return op.resolve_attrs(Node(name, ("x",), ("y",), json.loads(attrs_json), f"fused/{name}"))
+
+
+def composed_kernel(base_name: str):
+    """A FusedConv/FusedGemm kernel for any backend: the backend's own kernel of the base op,
+    then its activation kernel in place on the output (a backend with a truly fused kernel
+    registers that instead)."""
+    base = get(base_name)
+
+    def run(ctx, inputs, outputs, attrs):
+        own, activation, _ = split_attrs(base, attrs)
+        ctx.backend.kernel(base_name)(ctx, inputs, outputs, own)
+        if activation:
+            act_attrs = _activation_attrs(activation, attrs["activation_attrs"] or "{}")
+            ctx.backend.kernel(activation)(ctx, [outputs[0]], [outputs[0]], act_attrs)
+    run.__name__ = f"fused_{base_name.lower()}"
+    return run
+
+
 def _fused_infer(base_name: str):
     def infer(ctx: InferContext):
         base = get(base_name)

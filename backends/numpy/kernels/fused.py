@@ -18,13 +18,12 @@ them once, at their planned size, and the memory plan counts them.
 from __future__ import annotations
 
 import functools
-import json
 import math
 
 from portable.ir.graph import Node
 from portable.ops import registry
 from portable.ops.conv import window_geometry
-from portable.ops.fused import parse_body, split_attrs
+from portable.ops.fused import composed_kernel, parse_body
 
 from backends.numpy.kernels.table import kernel_table
 
@@ -61,26 +60,6 @@ def fused_elementwise(ctx, inputs, outputs, attrs):
                                 step_attrs)
 
 
-@functools.lru_cache(maxsize=256)
-def _activation(name: str, attrs_json: str):
-    op = registry.get(name)
-    node = Node(name, ("x",), ("y",), json.loads(attrs_json), f"fused/{name}")
-    return op.resolve_attrs(node)
-
-
-def _fused_kernel(base_name: str):
-    base = registry.get(base_name)
-
-    def run(ctx, inputs, outputs, attrs):
-        own, activation, _ = split_attrs(base, attrs)
-        ctx.backend.kernel(base_name)(ctx, inputs, outputs, own)
-        if activation:
-            act_attrs = _activation(activation, attrs["activation_attrs"] or "{}")
-            ctx.backend.kernel(activation)(ctx, [outputs[0]], [outputs[0]], act_attrs)
-    run.__name__ = f"fused_{base_name.lower()}"
-    return run
-
-
 def conv_workspace(input_types, output_types, attrs) -> dict[str, int]:
     """The scratch the NumPy Conv kernel takes from ``ctx.workspace`` (see
     ``backends/numpy/kernels/im2col.scratch``): the padded input under ``padded`` (when the
@@ -102,6 +81,6 @@ def conv_workspace(input_types, output_types, attrs) -> dict[str, int]:
     return need
 
 
-fused_conv = kernel("portable.FusedConv")(_fused_kernel("Conv"))
+fused_conv = kernel("portable.FusedConv")(composed_kernel("Conv"))
 fused_conv.workspace = conv_workspace
-kernel("portable.FusedGemm")(_fused_kernel("Gemm"))
+kernel("portable.FusedGemm")(composed_kernel("Gemm"))

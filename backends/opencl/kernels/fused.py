@@ -9,11 +9,10 @@ Conv or Gemm kernel, then the activation's family kernel in place on the result.
 from __future__ import annotations
 
 import functools
-import json
 
 from portable.ir.graph import Node
 from portable.ops import registry
-from portable.ops.fused import parse_body, split_attrs
+from portable.ops.fused import composed_kernel, parse_body
 
 from backends.opencl.codegen import Fused, run_elementwise
 from backends.opencl.kernels.conv import conv_workspace
@@ -92,25 +91,6 @@ def fused_elementwise(ctx, inputs, outputs, attrs):
     run_elementwise(fused.steps, operands, [out], [out.dtype])
 
 
-@functools.lru_cache(maxsize=256)
-def _activation(name: str, attrs_json: str):
-    op = registry.get(name)
-    return op.resolve_attrs(Node(name, ("x",), ("y",), json.loads(attrs_json), f"fused/{name}"))
-
-
-def _fused_kernel(base_name: str):
-    base = registry.get(base_name)
-
-    def run(ctx, inputs, outputs, attrs):
-        own, activation, _ = split_attrs(base, attrs)
-        ctx.backend.kernel(base_name)(ctx, inputs, outputs, own)
-        if activation:
-            act_attrs = _activation(activation, attrs["activation_attrs"] or "{}")
-            ctx.backend.kernel(activation)(ctx, [outputs[0]], [outputs[0]], act_attrs)
-    run.__name__ = f"fused_{base_name.lower()}"
-    return run
-
-
-fused_conv = kernel("portable.FusedConv", half="native")(_fused_kernel("Conv"))
+fused_conv = kernel("portable.FusedConv", half="native")(composed_kernel("Conv"))
 fused_conv.workspace = conv_workspace
-kernel("portable.FusedGemm", half="native")(_fused_kernel("Gemm"))
+kernel("portable.FusedGemm", half="native")(composed_kernel("Gemm"))
