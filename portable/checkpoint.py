@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from portable.errors import SerializationError
-from portable.io.atomic import atomic_write_bytes, atomic_write_text
+from portable.io.atomic import atomic_write_bytes, atomic_write_text, read_bytes
 
 log = logging.getLogger("portable.checkpoint")
 
@@ -121,11 +121,7 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict]:
     Raises:
         SerializationError: when the file is missing, truncated or corrupted (names the file).
     """
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise SerializationError(f"{path}: cannot read tensor file: {exc.strerror}") from None
-    return tensors_from_bytes(data, str(path))
+    return tensors_from_bytes(read_bytes(path, "tensor file"), str(path))
 
 
 # -- training checkpoints ----------------------------------------------------------------------

@@ -26,7 +26,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from portable.errors import PortableError, SerializationError
+from portable.errors import PortableError
+from portable.io.atomic import read_bytes
 
 
 def _param_list(params: Any) -> list:
@@ -249,10 +250,4 @@ class Trainer:
             self._optimizer = self._kvstore._updater.optimizer
             self._optimizer.param_dict = param_dict
             return
-        try:
-            with open(fname, "rb") as handle:
-                data = handle.read()
-        except OSError as exc:
-            raise SerializationError(f"{fname}: cannot read trainer states: "
-                                     f"{exc.strerror}") from None
-        self.set_states(data, str(fname))
+        self.set_states(read_bytes(fname, "trainer states"), str(fname))

@@ -1,5 +1,6 @@
 """Atomic file writes: write to a temporary file beside the target, fsync, then rename, so a
-crash at any moment leaves either the old file or the new one, never a torn one."""
+crash at any moment leaves either the old file or the new one, never a torn one; and the
+matching read, whose failure names the file and what it should have held."""
 from __future__ import annotations
 
 import os
@@ -29,3 +30,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def read_bytes(path: str | os.PathLike, what: str) -> bytes:
+    """The bytes of ``path``; a SerializationError naming the file and ``what`` (e.g.
+    "optimizer states") when it cannot be read."""
+    from portable.errors import SerializationError
+
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise SerializationError(f"{path}: cannot read {what}: {exc.strerror}") from None

@@ -26,6 +26,7 @@ import numpy as np
 
 from portable.checkpoint import tensors_from_bytes, tensors_to_bytes
 from portable.errors import PortableError, SerializationError
+from portable.io.atomic import read_bytes
 from portable.kvstore.base import KVStore, _pairs
 from portable.kvstore.collective import CollectiveQueue, FlatReducer
 from portable.kvstore.comm import WorkerCollectives, env_float, env_int, get_communicator
@@ -199,12 +200,8 @@ class DistAsyncKVStore(WorkerCollectives, KVStore):
         if self._comm.num_servers == 0:
             self._updater.load(fname)
         elif self.rank == 0:
-            try:
-                with open(fname, "rb") as handle:
-                    tensors, meta = tensors_from_bytes(handle.read(), str(fname))
-            except OSError as exc:
-                raise SerializationError(f"{fname}: cannot read optimizer states: "
-                                         f"{exc.strerror}") from None
+            tensors, meta = tensors_from_bytes(read_bytes(fname, "optimizer states"),
+                                               str(fname))
             if meta.get("format") != _STATES_FORMAT or len(tensors) != self._comm.num_servers:
                 raise SerializationError(f"{fname}: not the optimizer states of "
                                          f"{self._comm.num_servers} parameter server(s)")

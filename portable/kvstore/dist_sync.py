@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from portable.errors import PortableError, SerializationError
+from portable.io.atomic import read_bytes
 from portable.kvstore.base import KVStore, _pairs
 from portable.kvstore.collective import CollectiveQueue, FlatReducer
 from portable.kvstore.comm import WorkerCollectives, env_float, get_communicator, poll
@@ -139,10 +140,9 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
         data, error = None, f"{fname}: rank 0 could not read the optimizer states"
         if self.rank == 0:
             try:
-                with open(fname, "rb") as handle:
-                    data = handle.read()
-            except OSError as exc:
-                error = f"{fname}: cannot read optimizer states: {exc.strerror}"
+                data = read_bytes(fname, "optimizer states")
+            except SerializationError as exc:
+                error = str(exc)
         data = self.broadcast_bytes(data)  # empty on every rank when rank 0 failed
         if not data:
             raise SerializationError(error)

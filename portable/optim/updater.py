@@ -114,13 +114,9 @@ class Updater:
 
     def load(self, path: Any) -> None:
         """Read states written by ``save``."""
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError as exc:
-            raise SerializationError(f"{path}: cannot read optimizer states: "
-                                     f"{exc.strerror}") from None
-        self.set_states(data, str(path))
+        from portable.io.atomic import read_bytes
+
+        self.set_states(read_bytes(path, "optimizer states"), str(path))
 
 
 def get_updater(optimizer: Optimizer) -> Updater:
