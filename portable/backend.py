@@ -80,3 +80,31 @@ class Backend:
 
     def synchronize(self) -> None:
         """Wait for all work queued on the device (no-op for synchronous backends)."""
+
+
+def kernel_table(wrap: Callable[..., Callable] | None = None
+                 ) -> tuple[dict[str, Callable], Callable]:
+    """A backend's kernel table and the decorator filling it: ``kernels, kernel =
+    kernel_table()``, then ``@kernel("Op", "portable.OtherOp")``.
+
+    Args:
+        wrap: ``wrap(fn, **options)`` returns what is registered for ``fn``, given the
+            decorator's keyword options (OpenCL's ``half=``); None registers ``fn`` itself.
+
+    Returns:
+        The dict (op name -> kernel) and the decorator, which returns the registered callable
+        (attributes such as ``workspace`` go on it).
+    """
+    table: dict[str, Callable] = {}
+
+    def kernel(*names: str, **options: Any) -> Callable:
+        def register(fn: Callable) -> Callable:
+            registered = wrap(fn, **options) if wrap is not None else fn
+            for name in names:
+                if name in table:
+                    raise ValueError(f"kernel {name} is registered twice")
+                table[name] = registered
+            return registered
+        return register
+
+    return table, kernel

@@ -19,7 +19,7 @@ from portable.ops.conv import (Geometry, pool_geometry, transpose_geometry, wind
 from backends.numpy.kernels.im2col import (clipped_offsets, input_index, lowest,
                                            padded_windows, reduce_windows, scratch,
                                            window_argmax, window_view)
-from backends.numpy.kernels.table import kernel_table
+from portable.backend import kernel_table
 
 kernels, kernel = kernel_table()
 

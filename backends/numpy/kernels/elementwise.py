@@ -12,7 +12,7 @@ import numpy as np
 
 from portable.dtypes import from_onnx
 
-from backends.numpy.kernels.table import kernel_table
+from portable.backend import kernel_table
 
 kernels, kernel = kernel_table()
 

@@ -25,7 +25,7 @@ from portable.ops import registry
 from portable.ops.conv import window_geometry
 from portable.ops.fused import composed_kernel, parse_body
 
-from backends.numpy.kernels.table import kernel_table
+from portable.backend import kernel_table
 
 kernels, kernel = kernel_table()
 

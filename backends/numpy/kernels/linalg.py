@@ -1,7 +1,7 @@
 """NumPy kernels: linear algebra."""
 from __future__ import annotations
 
-from backends.numpy.kernels.table import kernel_table
+from portable.backend import kernel_table
 
 kernels, kernel = kernel_table()
 

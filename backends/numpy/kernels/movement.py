@@ -11,7 +11,7 @@ import numpy as np
 from portable.ops.movement import (constant_value, ints, pad_widths, range_values, shape_range,
                                    slice_bounds, slices_of, split_sizes)
 
-from backends.numpy.kernels.table import kernel_table
+from portable.backend import kernel_table
 
 kernels, kernel = kernel_table()
 

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from backends.numpy.kernels.im2col import scratch
-from backends.numpy.kernels.table import kernel_table
+from portable.backend import kernel_table
 
 kernels, kernel = kernel_table()
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from portable.ops.reduce import reduced_axes
 
-from backends.numpy.kernels.table import kernel_table
+from portable.backend import kernel_table
 
 kernels, kernel = kernel_table()
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from portable.ops.rnn import GRU_CELL, LSTM_CELL, resolve_activations
 
-from backends.numpy.kernels.table import kernel_table
+from portable.backend import kernel_table
 
 kernels, kernel = kernel_table()
 

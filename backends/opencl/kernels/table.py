@@ -11,6 +11,8 @@ from typing import Callable
 
 import numpy as np
 
+from portable.backend import kernel_table as core_kernel_table
+
 _HALF = np.dtype(np.float16)
 
 
@@ -32,19 +34,10 @@ def _upcast(fn: Callable) -> Callable:
     return run
 
 
+def _wrap(fn: Callable, half: str = "upcast") -> Callable:
+    return _upcast(fn) if half == "upcast" else fn
+
+
 def kernel_table() -> tuple[dict[str, Callable], Callable]:
     """A dict and a decorator ``@kernel("Op", "portable.OtherOp", half=...)`` filling it."""
-    table: dict[str, Callable] = {}
-
-    def kernel(*names: str, half: str = "upcast") -> Callable:
-        """Returns the registered callable (attributes such as ``workspace`` go on it)."""
-        def register(fn: Callable) -> Callable:
-            wrapped = _upcast(fn) if half == "upcast" else fn
-            for name in names:
-                if name in table:
-                    raise ValueError(f"kernel {name} is registered twice")
-                table[name] = wrapped
-            return wrapped
-        return register
-
-    return table, kernel
+    return core_kernel_table(_wrap)
