@@ -28,7 +28,7 @@ import numpy as np
 
 from portable.errors import BackendError
 
-from backends.opencl.allocator import CLArray, empty
+from backends.opencl.allocator import CLArray, contiguous_strides, empty
 from backends.opencl.scalars import CType, ctype, preamble
 
 MAX_RANK = 8
@@ -220,8 +220,8 @@ def run_elementwise(steps: Sequence[Step], operands: Sequence[Any],
             operand.value = operand.value.copy()
     views = [r for r in results] + [o.value.broadcast_to(shape) for o in ops if o.is_array]
     dims, strides = collapse(shape, [v.strides for v in views])
-    flat = all(s == list(_contiguous(dims)) for s in strides[:len(results)]) and all(
-        s == list(_contiguous(dims)) or not any(s) for s in strides[len(results):])
+    flat = all(s == list(contiguous_strides(dims)) for s in strides[:len(results)]) and all(
+        s == list(contiguous_strides(dims)) or not any(s) for s in strides[len(results):])
     if len(dims) > MAX_RANK:
         raise BackendError(f"elementwise over {len(dims)} non-mergeable axes (at most "
                            f"{MAX_RANK})")
@@ -285,14 +285,6 @@ def _family_op(steps, ops, types, results):
     if op.result not in ("promote", "bool", "first"):
         return None
     return op.name
-
-
-def _contiguous(dims):
-    strides, step = [], 1
-    for d in reversed(dims):
-        strides.append(step)
-        step *= d
-    return list(reversed(strides))
 
 
 CHUNK = 32  # elements of the innermost axis one work-item of a strided kernel walks

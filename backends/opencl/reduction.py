@@ -23,7 +23,7 @@ import numpy as np
 
 from portable.errors import BackendError
 
-from backends.opencl.allocator import CLArray, empty
+from backends.opencl.allocator import CLArray, contiguous_strides, empty
 from backends.opencl.codegen import MAX_RANK, _int8, collapse
 from backends.opencl.scalars import ctype, limits, preamble
 
@@ -199,7 +199,7 @@ def reduce(x: CLArray, axes: Sequence[int] | None, op_name: str, keepdims: bool 
     target, t_off, t_kst = out, out.offset, y_kst
     if chunks > 1:
         target = empty(runtime, (M, chunks), acc_dtype)
-        t_off, t_kst = 0, [s * chunks for s in _contiguous(k_dims)]
+        t_off, t_kst = 0, [s * chunks for s in contiguous_strides(k_dims)]
     kernel = _kernel(runtime, op.arg, x.dtype, acc_dtype,
                      target.dtype if chunks > 1 else y_dtype)
     runtime.launch1d(kernel, M * chunks, np.int32(M), np.int32(len(k_dims)), _int8(k_dims),
@@ -232,13 +232,5 @@ def _reduce_copied(moved, n_kept, op_name, out, dtype, select_last, k_shape):
     return out
 
 
-def _contiguous(dims):
-    strides, step = [], 1
-    for d in reversed(dims):
-        strides.append(step)
-        step *= d
-    return list(reversed(strides))
-
-
 def _contiguous_times(dims, factor):
-    return [s * factor for s in _contiguous(dims)]
+    return [s * factor for s in contiguous_strides(dims)]
