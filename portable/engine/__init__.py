@@ -19,12 +19,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from portable.engine.base import Engine, PendingOp, Var
+from portable.engine.base import INLINE, Engine, PendingOp, Var
 from portable.engine.naive import NaiveEngine
 from portable.engine.threaded import ThreadedEngine
 from portable.errors import EngineError
 
-__all__ = ["Engine", "NaiveEngine", "PendingOp", "ThreadedEngine", "Var", "get_engine",
+__all__ = ["INLINE", "Engine", "NaiveEngine", "PendingOp", "ThreadedEngine", "Var", "get_engine",
            "set_engine", "use_engine"]
 
 ENGINES: dict[str, type[Engine]] = {"threaded": ThreadedEngine, "naive": NaiveEngine}

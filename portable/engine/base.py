@@ -39,6 +39,12 @@ from portable.errors import EngineError
 
 _var_ids = itertools.count()
 
+# The device of ops started by the thread that makes them ready (the pusher, or whichever
+# thread finished the op's last dependency) instead of by a worker: for ops that only hand
+# their data to another thread (a communication queue) and would cost more in thread hops
+# than in work. Such an ``fn`` must return quickly and never block.
+INLINE = "engine:inline"
+
 
 class Var:
     """An engine variable: a tag for one resource (an array's storage, a parameter, a stream).
@@ -182,7 +188,8 @@ class Engine(ABC):
             writes: Variables the op writes (exclusive access). A var listed in both is a
                 read-modify-write.
             device: An opaque hashable device key (a Device, or a string like "cpu(0)");
-                None is the default CPU queue.
+                None is the default CPU queue; :data:`INLINE` starts ``fn`` in the thread
+                that makes the op ready (it must return quickly and never block).
             priority: Among ops that are ready on the same device, higher runs first.
             name: A label used in errors and :meth:`pending`.
 

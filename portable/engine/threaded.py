@@ -18,8 +18,10 @@ so every var sees its readers and writers exactly as sequential execution in pus
 an op only ever waits for ops pushed before it, so the waits cannot form a cycle and the engine
 always drains as long as every ``fn`` returns.
 
-Internal "inline" ops (the no-op write that ``wait_for_var`` waits on, and the op of
-``delete_var``) never reach a worker: they complete in the thread that grants their last request.
+Internal ops (the no-op write that ``wait_for_var`` waits on, and the op of ``delete_var``)
+never reach a worker: they complete in the thread that grants their last request. User ops on
+the :data:`~portable.engine.base.INLINE` device do not either: the thread that made them ready
+starts them as soon as it has released the engine lock (``_run_inline``).
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 
-from portable.engine.base import Engine, OpFailure, PendingOp, Var, raise_failure
+from portable.engine.base import INLINE, Engine, OpFailure, PendingOp, Var, raise_failure
 from portable.errors import EngineError
 
 _WAITING, _READY, _RUNNING = "waiting", "ready", "running"
@@ -155,6 +157,7 @@ class ThreadedEngine(Engine):
         self._push_waiters = 0
         self._failures: list[tuple[int, OpFailure]] = []  # (seq, failure) since last wait_all
         self._local = threading.local()       # .in_op is True on this engine's workers
+        self._inline: list[_Op] = []          # ready INLINE ops not started yet
         self._stopped = False
 
     # -- public API ----------------------------------------------------------------------
@@ -202,6 +205,7 @@ class ThreadedEngine(Engine):
             self._refuse_deleted(writes_t, name)
             self._num_pending += 1
             self._submit(op)
+        self._run_inline()
 
     def wait_for_var(self, var: Var) -> None:
         """Block until all ops pushed so far that use ``var`` finished; see the base class.
@@ -222,6 +226,8 @@ class ThreadedEngine(Engine):
             if var._deleted:
                 raise EngineError(f"wait_for_var: {var!r} was deleted")
             self._submit(op)
+        self._run_inline()  # completing at once may have readied inline ops behind it
+        with self._lock:
             while not op.done:
                 self._refuse_if_stopped("wait_for_var")
                 op.cond.wait()
@@ -257,6 +263,7 @@ class ThreadedEngine(Engine):
             var._deleted = True
             self._submit(_Op(None, f"delete_var({var.name!r})", (), (), (var,), None, 0,
                              _DELETE))
+        self._run_inline()
 
     def pending(self) -> list[PendingOp]:
         """Every unfinished op (including waits and deletes), oldest first, with the vars
@@ -353,6 +360,10 @@ class ThreadedEngine(Engine):
         """Hand ready user ops to their device; complete ready inline ops right here."""
         while ready:
             op = ready.pop()
+            if op.kind == _USER and op.device == INLINE:
+                op.state = _RUNNING
+                self._inline.append(op)  # started by _run_inline once the lock is released
+                continue
             if op.kind == _USER:
                 op.state = _READY
                 queue = self._queues.get(_pool_key(op.device)) or self._start_pool(op.device)
@@ -416,10 +427,12 @@ class ThreadedEngine(Engine):
         op: _Op | None = None
         failure: OpFailure | None = None
         while True:
-            with self._lock:
-                if op is not None:
+            if op is not None:
+                with self._lock:
                     self._complete(op, failure)
-                    op = None
+                op = None
+                self._run_inline()
+            with self._lock:
                 while not queue.heap and not self._stopped:
                     queue.cond.wait()
                 if self._stopped:
@@ -429,6 +442,27 @@ class ThreadedEngine(Engine):
             failure = self._execute(op)
             if failure is _DEFERRED:
                 op = None  # its on_complete finishes it
+
+    def _run_inline(self) -> None:
+        """Start the INLINE ops that became ready, in this thread, outside the lock. Every
+        thread that may ready ops calls this after releasing the lock, so none is left behind;
+        a nested call (an inline op completing at once) leaves them to the outer loop."""
+        if not self._inline or getattr(self._local, "inlining", False):
+            return
+        self._local.inlining = True
+        try:
+            while True:
+                with self._lock:
+                    ops, self._inline = self._inline, []
+                if not ops:
+                    return
+                for op in ops:
+                    failure = self._execute(op)
+                    if failure is not _DEFERRED:
+                        with self._lock:
+                            self._complete(op, failure)
+        finally:
+            self._local.inlining = False
 
     def _execute(self, op: _Op) -> OpFailure | None:
         """Run one op outside the lock; never raises, so a worker never dies. An asynchronous
@@ -454,6 +488,7 @@ class ThreadedEngine(Engine):
                     raise EngineError(f"on_complete of op {op.name!r} was called twice")
                 called.append(True)
                 self._complete(op, None if error is None else OpFailure(op.name, error))
+            self._run_inline()
 
         try:
             op.fn(on_complete)
