@@ -11,7 +11,8 @@ The pipeline of one push, with the hooks a store overrides:
 1. ``_reduce(key, values)``: sum the per-device values of this process (device copies and
    additions are engine ops, so they overlap with whatever else is queued);
 2. ``_global_reduce(key, merged, priority)``: combine across processes (identity here; the
-   MPI stores allreduce, with ``priority`` ordering the communication);
+   MPI stores allreduce, with ``priority`` ordering the communication). The keys of one
+   ``pushpull`` call go through ``_global_reduce_group``, which a store may reduce as a group;
 3. ``_apply(key, merged)``: run the updater on the stored weight, or store the sum.
 
 ``rank``, ``num_workers``, ``barrier`` and ``_broadcast_init`` (make every process start from
@@ -47,6 +48,7 @@ class KVStore:
     def __init__(self, name: str = "local") -> None:
         self._type = name
         self._store: dict[Any, Any] = {}
+        self._borrowed: set[Any] = set()  # keys whose stored value is a caller's array
         self._updater: Any = None
         self._optimizer: Any = None
         self._compression: dict | None = None
@@ -122,17 +124,22 @@ class KVStore:
         """``push`` then ``pull`` (into ``value`` itself when ``out`` is None).
 
         Without an optimizer on the store, a single value that is also the output is already
-        the sum: the store then keeps that array instead of copying it.
+        the sum: the store then keeps that array instead of copying it, until a later push
+        (which then stores a copy, leaving the caller's array alone).
         """
         outs_by_key = dict(_pairs(key, value if out is None else out, "pushpull"))
-        for k, values in _pairs(key, value, "pushpull"):
+        pairs = _pairs(key, value, "pushpull")
+        for k, _ in pairs:
             self._check_key(k, "pushpull")
-            merged = self._global_reduce(k, self._reduce(k, values), priority)
+        reduced = self._global_reduce_group([(k, self._reduce(k, values)) for k, values in pairs],
+                                            priority)
+        for (k, _), merged in zip(pairs, reduced):
             if self._updater is not None:
                 self._apply(k, merged)
                 self.pull(k, out=outs_by_key[k], priority=priority)
                 continue
             self._store[k] = merged
+            self._borrowed.add(k)
             for target in outs_by_key[k]:
                 if target is not merged:
                     merged.copyto(target)
@@ -190,12 +197,20 @@ class KVStore:
         """Combine ``merged`` across processes (a single process has nothing to combine)."""
         return merged
 
+    def _global_reduce_group(self, items: list[tuple[Any, Any]], priority: int) -> list:
+        """``_global_reduce`` of several ``(key, merged)`` at once (the keys of one ``pushpull``
+        call); a store may combine them as one group."""
+        return [self._global_reduce(k, merged, priority) for k, merged in items]
+
     def _broadcast_init(self, key: Any, value: Any) -> Any:
         """Make every process start from the same initial value (rank 0's)."""
         return value
 
     def _apply(self, key: Any, merged: Any) -> None:
         stored = self._store[key]
+        if key in self._borrowed:  # never write into the array a pushpull lent the store
+            self._borrowed.discard(key)
+            stored = self._store[key] = stored.copy()
         if self._updater is not None:
             self._updater(key, merged, stored)
         elif merged is not stored:

@@ -33,6 +33,19 @@ def test_lists_of_keys_and_pushpull_in_place():
     assert out.asnumpy().tolist() == [7]
 
 
+def test_a_push_after_pushpull_in_place_leaves_the_callers_array_alone():
+    """pushpull keeps the caller's (already summed) array as the stored value; a later push
+    must store a copy instead of writing into it (MXNet's store owns its values)."""
+    kv = pt.kv.create("local")
+    kv.init("g", _arr([0, 0]))
+    grad = _arr([1, 2])
+    kv.pushpull("g", grad)
+    kv.push("g", _arr([5, 6]))
+    out = pt.nd.zeros((2,))
+    kv.pull("g", out=out)
+    assert grad.asnumpy().tolist() == [1, 2] and out.asnumpy().tolist() == [5, 6]
+
+
 def test_optimizer_on_the_store_updates_the_stored_weight():
     kv = pt.kv.create("local")
     kv.init(0, _arr([1.0, 1.0]))
