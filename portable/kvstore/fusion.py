@@ -10,17 +10,22 @@ they must go (highest priority first):
    packing costs two copies of it, which for such a tensor cost more than the one collective
    call saved (on one machine a 1 MB copy takes about as long as reducing it);
 3. smaller tensors of the same dtype are packed, in order, into one bucket until the next one
-   would overflow it; one collective call then reduces the whole bucket;
+   would overflow it; one collective call then reduces the whole bucket. Larger pieces that
+   come later in the order may go ahead of an open bucket, but only up to one bucket's worth
+   of bytes: then the bucket goes, full or not. (Flushing it at every large tensor would
+   leave ResNet's batch-norm parameters, which sit between its convolutions, in tiny buckets
+   of two: one collective call each.)
 4. a bucket holding a single piece is marked in-place (no packing copy).
 
 Invariants: every element of every request is in exactly one bucket; the plan depends only on
 the agreed requests (order, sizes, dtypes) and the bucket size, so every rank computes the same
-plan and the collective calls match.
+plan and the collective calls match; a packed piece waits behind less than one bucket's worth of
+later, larger pieces.
 
 Example:
     >>> plan = plan_buckets([(0, 10, "float32"), (1, 10, "float32"), (2, 100, "float32")], 80)
     >>> [[(s.slot, s.start, s.stop) for s in b.segments] for b in plan][:3]
-    [[(0, 0, 10), (1, 0, 10)], [(2, 0, 20)], [(2, 20, 40)]]
+    [[(2, 0, 20)], [(0, 0, 10), (1, 0, 10)], [(2, 20, 40)]]
     >>> len(plan)
     6
 """
@@ -31,7 +36,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+# Bucket sizes, measured with benchmarks/allreduce.py (ResNet-50's gradients): between ranks of
+# one machine, 1-2 MB messages reduce fastest (they stay in cache; past a few MB each call is
+# slower per byte, and a 100 MB one three times slower); across machines, PyTorch DDP's 25 MB
+# amortises the network's latency.
 DEFAULT_BUCKET_MB = 25.0
+NODE_LOCAL_BUCKET_MB = 2.0
 DEFAULT_FUSE_KB = 128.0
 
 
@@ -56,6 +66,7 @@ class Bucket:
     dtype: np.dtype
     segments: list[Segment] = field(default_factory=list)
     numel: int = 0
+    finishes: list[Any] = field(default_factory=list)  # slots whose last piece is here
 
     @property
     def in_place(self) -> bool:
@@ -66,9 +77,11 @@ class Bucket:
     def nbytes(self) -> int:
         return self.numel * self.dtype.itemsize
 
-    def add(self, slot: Any, start: int, stop: int) -> None:
+    def add(self, slot: Any, start: int, stop: int, last: bool = True) -> None:
         self.segments.append(Segment(slot, start, stop, self.numel))
         self.numel += stop - start
+        if last:
+            self.finishes.append(slot)
 
 
 def plan_buckets(requests: Sequence[tuple[Any, int, Any]], bucket_bytes: float,
@@ -87,6 +100,7 @@ def plan_buckets(requests: Sequence[tuple[Any, int, Any]], bucket_bytes: float,
     """
     plan: list[Bucket] = []
     open_buckets: dict[np.dtype, Bucket] = {}
+    overtaken: dict[np.dtype, int] = {}  # bytes planned ahead of each open bucket's pieces
     for slot, numel, dtype in requests:
         dtype = np.dtype(dtype)
         numel = int(numel)
@@ -97,13 +111,15 @@ def plan_buckets(requests: Sequence[tuple[Any, int, Any]], bucket_bytes: float,
             continue
         capacity = max(1, int(bucket_bytes // dtype.itemsize))
         if numel > capacity or numel * dtype.itemsize > fuse_bytes:
-            pending = open_buckets.pop(dtype, None)
-            if pending is not None:  # keep priority order: what came first goes first
-                plan.append(pending)
             for start in range(0, numel, capacity):
                 piece = Bucket(dtype)
-                piece.add(slot, start, min(start + capacity, numel))
+                stop = min(start + capacity, numel)
+                piece.add(slot, start, stop, last=stop == numel)
                 plan.append(piece)
+                for kind in list(open_buckets):  # small pieces wait behind one bucket at most
+                    overtaken[kind] += piece.nbytes
+                    if overtaken[kind] >= bucket_bytes:
+                        plan.append(open_buckets.pop(kind))
             continue
         current = open_buckets.get(dtype)
         if current is not None and current.numel + numel > capacity:
@@ -111,6 +127,7 @@ def plan_buckets(requests: Sequence[tuple[Any, int, Any]], bucket_bytes: float,
             current = None
         if current is None:
             current = open_buckets[dtype] = Bucket(dtype)
+            overtaken[dtype] = 0
         current.add(slot, 0, numel)
     plan.extend(open_buckets.values())
     return plan

@@ -34,27 +34,59 @@ def test_every_element_is_in_exactly_one_bucket(requests, bucket_bytes):
         ranges = sorted(covered[slot])
         assert ranges[0][0] == 0 and ranges[-1][1] == numel
         assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))  # no gap, no overlap
-    for bucket in plan:
+    finishing = [slot for bucket in plan for slot in bucket.finishes]
+    assert sorted(finishing) == sorted(slot for slot, _, _ in items)  # each finishes once ...
+    for bucket in plan:  # ... in the bucket that carries its last element
+        assert all(any(s.slot == slot and s.stop == items[slot][1] for s in bucket.segments)
+                   for slot in bucket.finishes)
         assert len({np.dtype(items[s.slot][2]) for s in bucket.segments}) == 1
         if bucket_bytes > 0 and len(bucket.segments) > 1:
             assert bucket.nbytes <= bucket_bytes  # fused buckets respect the size
+    if bucket_bytes > 0:
+        _assert_bounded_wait(items, plan, bucket_bytes)
 
 
-def test_large_tensors_are_sliced_in_place_and_priority_order_is_kept():
+def _assert_bounded_wait(items, plan, bucket_bytes):
+    """A packed piece goes after pieces of later requests only while less than one bucket of
+    them went first (the one that crossed the bound included)."""
+    order = {slot: i for i, (slot, _, _) in enumerate(items)}
+    for position, bucket in enumerate(plan):
+        if bucket.in_place:
+            continue
+        first = min(order[s.slot] for s in bucket.segments)
+        ahead = [b for b in plan[:position] if order[b.segments[0].slot] > first
+                 and b.dtype == bucket.dtype]
+        assert sum(b.nbytes for b in ahead[:-1]) < bucket_bytes
+
+
+def test_large_tensors_are_sliced_in_place_and_small_ones_wait_one_bucket_at_most():
     plan = plan_buckets([(0, 10, "float32"), (1, 100, "float32"), (2, 5, "float32")], 80)
     assert [[(s.slot, s.start, s.stop) for s in b.segments] for b in plan] == [
-        [(0, 0, 10)], [(1, 0, 20)], [(1, 20, 40)], [(1, 40, 60)], [(1, 60, 80)],
+        [(1, 0, 20)], [(0, 0, 10)], [(1, 20, 40)], [(1, 40, 60)], [(1, 60, 80)],
         [(1, 80, 100)], [(2, 0, 5)]]
     assert all(b.in_place for b in plan)
 
 
+def test_small_tensors_between_large_ones_are_fused_across_them():
+    """ResNet's layout: a convolution weight, then two batch-norm vectors, repeated. The
+    vectors are fused over several convolutions instead of travelling two by two."""
+    items = []
+    for layer in range(6):
+        items += [(3 * layer, 64, "float32"), (3 * layer + 1, 4, "float32"),
+                  (3 * layer + 2, 4, "float32")]
+    plan = plan_buckets(items, 1 << 10, fuse_bytes=128)  # 256-byte weights go in place
+    fused = [[s.slot for s in b.segments] for b in plan if not b.in_place]
+    assert fused == [[1, 2, 4, 5, 7, 8, 10, 11], [13, 14, 16, 17]]
+    assert len(plan) == 6 + 2
+
+
 def test_tensors_over_the_fusion_threshold_go_in_place_alone():
     """Packing costs two copies: tensors over ``fuse_bytes`` are reduced in their own memory,
-    smaller ones are still packed together, and priority order between buckets holds."""
+    and smaller ones are still packed together, across it."""
     items = [(0, 8, "float32"), (1, 64, "float32"), (2, 8, "float32"), (3, 8, "float32")]
     plan = plan_buckets(items, 1 << 10, fuse_bytes=128)
-    assert [[s.slot for s in b.segments] for b in plan] == [[0], [1], [2, 3]]
-    assert plan[1].in_place and not plan[2].in_place
+    assert [[s.slot for s in b.segments] for b in plan] == [[1], [0, 2, 3]]
+    assert plan[0].in_place and not plan[1].in_place
     assert _coverage(plan) == {0: [(0, 8)], 1: [(0, 64)], 2: [(0, 8)], 3: [(0, 8)]}
 
 
