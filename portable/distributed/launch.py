@@ -2,17 +2,19 @@
 wheel's, the system's, or ``PORTABLE_MPIEXEC``).
 
 * Open MPI: ``--allow-run-as-root`` when running as root (containers, CI), ``--oversubscribe``
-  unless a hostfile gives the slots, environment forwarded with ``-x NAME`` so remote ranks get
-  it too; MPICH/Intel MPI (Hydra): ``-genv NAME VALUE``.
+  unless a hostfile gives the slots, ``--mca mpi_yield_when_idle 1`` (a rank waiting in MPI
+  yields its core to its own compute threads), environment forwarded with ``-x NAME`` so remote
+  ranks get it too; MPICH/Intel MPI (Hydra): ``-genv NAME VALUE``.
 * ``servers=K`` adds K parameter-server ranks running ``python -m portable.kvstore.server``
   (MPMD ``:`` syntax) after the N workers, and exports ``PORTABLE_KV_SERVERS=K`` to all ranks.
 
 Example:
     >>> cmd = build_command(["python", "train.py"], 2, servers=1, mpiexec="mpiexec",
     ...                     flavor="openmpi", as_root=False)
-    >>> " ".join(cmd[:8])
-    'mpiexec --oversubscribe -x PORTABLE_KV_SERVERS -n 2 python train.py'
-    >>> cmd[8:11] + cmd[-2:]
+    >>> " ".join(cmd[:11])  # doctest: +NORMALIZE_WHITESPACE
+    'mpiexec --oversubscribe --mca mpi_yield_when_idle 1 -x PORTABLE_KV_SERVERS -n 2
+    python train.py'
+    >>> cmd[11:14] + cmd[-2:]
     [':', '-n', '1', '-m', 'portable.kvstore.server']
 """
 from __future__ import annotations
@@ -108,6 +110,7 @@ def build_command(command: Sequence[str], workers: int, servers: int = 0,
             cmd.append("--oversubscribe")  # loopback runs may exceed the core count
         else:
             cmd += ["--hostfile", hostfile]
+        cmd += ["--mca", "mpi_yield_when_idle", "1"]  # see kvstore.comm.YIELD_WHEN_IDLE
         for name in exported:
             cmd += ["-x", name]
     else:

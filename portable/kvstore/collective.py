@@ -1,17 +1,17 @@
 """Collective requests pushed to the engine and carried out, fused and prioritised, by one
 background thread per store (Horovod's design on MPI, with MXNet's engine as the front end).
 
-A request (allreduce or broadcast of one key's array) becomes two engine ops:
-
-* ``mark`` (reads the array, never blocks): runs as soon as the array's producer (e.g. the
-  backward op of that layer) finished, and tells the background thread the data is ready;
-* ``wait`` (writes the array): an asynchronous engine op (``push_async``) that the background
-  thread completes once it has reduced the array, so every later reader of the array is
-  ordered after the communication by the engine's variables, and no worker blocks per key.
+A request (allreduce or broadcast of one key's array) becomes one asynchronous engine op
+(``push_async``) that writes the array. It starts as soon as the array's producer (e.g. the
+backward op of that layer) finished, in the thread that finished it (the ``INLINE`` device: a
+host array needs no worker, so no thread hop), and only tells the background thread that the
+data is ready; the background thread completes it once the array is reduced. Every later
+reader of the array is thereby ordered after the communication by the engine's variables, and
+no thread blocks per key.
 
 Stages of one round of the background thread:
 
-1. **negotiate**: one tiny ``Iallreduce(MIN)`` of a vector with, per (key, kind) slot, 0 (not
+1. **negotiate**: one tiny ``Allreduce(MIN)`` of a vector with, per (key, kind) slot, 0 (not
    ready here), ``PHANTOM`` (this rank joined and has nothing to send: it contributes zeros)
    or ``1 + code(priority)`` (ready). A slot is agreed when its minimum is not 0; the minimum
    also carries the priority. The header says whether every rank joined, whether any rank
@@ -39,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from portable.engine import get_engine
+from portable.engine import INLINE, get_engine
 from portable.errors import PortableError
-from portable.kvstore.comm import import_mpi, poll
+from portable.kvstore.comm import import_mpi
 from portable.kvstore.fusion import (DEFAULT_BUCKET_MB, DEFAULT_FUSE_KB, FusionBuffers,
                                      plan_buckets)
 
@@ -50,8 +50,6 @@ KIND_NAMES = ("allreduce", "broadcast")
 PHANTOM = np.iinfo(np.int32).max
 _PRIORITY_ZERO = 1 << 29
 _HEADER = 3  # [all ranks joined, no rank has a real request, registered keys]
-MARK_DEVICE = "kvstore:mark"
-WAIT_DEVICES = tuple(f"kvstore:wait{i}" for i in range(4))
 
 
 def priority_code(priority: int) -> int:
@@ -73,7 +71,8 @@ class FlatReducer:
 
         Args:
             buffer: the packed (or in-place) data of one bucket.
-            pieces: per piece ``(residual_key or None, tensor numel, start, offset, size)``.
+            pieces: per piece ``(residual_key or None, tensor numel, start, offset, size)``;
+                only a compressor needs them (empty without one).
         """
         if self.compressor is not None and buffer.dtype == np.float32:
             compressed_allreduce(self.comm, self.compressor, buffer, pieces)
@@ -104,7 +103,7 @@ def compressed_allreduce(comm: Any, compressor: Any, buffer: np.ndarray, pieces:
 
 
 class _Request:
-    __slots__ = ("slot", "key", "priority", "host", "ready_at", "done", "error", "then")
+    __slots__ = ("slot", "key", "priority", "host", "ready_at", "error", "then")
 
     def __init__(self, slot: int, key: Any, priority: int) -> None:
         self.slot = slot
@@ -112,20 +111,34 @@ class _Request:
         self.priority = priority
         self.host: np.ndarray | None = None  # flat host view of the data, set when ready
         self.ready_at: float | None = None
-        self.done = threading.Event()
         self.error: BaseException | None = None
-        self.then: Any = None  # called once done (the engine op's completion), if set
+        self.then: Any = None  # completes the engine op (set when the data is ready)
+
+
+class _Countdown:
+    """Calls ``then`` once it was called ``count`` times (the requests of one engine op each
+    count down once, from the background thread)."""
+
+    __slots__ = ("count", "then")
+
+    def __init__(self, count: int, then: Any) -> None:
+        self.count = count
+        self.then = then
+
+    def __call__(self) -> None:
+        self.count -= 1
+        if self.count == 0:
+            self.then()
 
 
 def _finish(requests: list[_Request], cond: threading.Condition,
             error: BaseException | None = None) -> None:
-    """Mark requests done and run their completions (outside ``cond``, whose lock
-    ``_submit``'s ``wait`` takes to decide between waiting and finishing at once)."""
+    """Record the requests' outcome and complete their engine ops (outside ``cond``: a
+    completion may start the next op on the array, which takes ``cond``)."""
     thens = []
     with cond:
         for request in requests:
             request.error = error if error is not None else request.error
-            request.done.set()
             thens.append(request.then)
     for then in thens:
         if then is not None:
@@ -174,7 +187,7 @@ class CollectiveQueue:
         self._ready = 0             # pending requests whose data is ready
         self._real = 0              # pending requests (ready or not)
         self._agreed_keys = 0       # keys every rank registered (from the last round)
-        self._new_info = False      # something became ready since the last round
+        self._idle = False          # the thread waits for a first ready request
         self._joined = False
         self._join_done: threading.Event | None = None
         self._join_root = 0
@@ -184,6 +197,7 @@ class CollectiveQueue:
         self._stopped = False
         self._buffers = FusionBuffers()
         self._scratch = FusionBuffers()
+        self._plans: dict[tuple[int, ...], list] = {}
         self.stats = {"rounds": 0, "buckets": 0, "bytes": 0, "busy_s": 0.0}
         self._thread = threading.Thread(target=self._loop, daemon=True,
                                         name=f"portable-kv-{name}")
@@ -199,21 +213,40 @@ class CollectiveQueue:
             self._index[key] = len(self._keys)
             shape = tuple(int(s) for s in shape)
             self._keys.append((key, shape, int(np.prod(shape, dtype=np.int64)), np.dtype(dtype)))
-            self._new_info = True
-            self._cond.notify_all()
             return self._index[key]
 
     # -- requests (called by the program's thread) -----------------------------------------
     def allreduce(self, key: Any, array: Any, priority: int = 0) -> None:
-        """Sum ``array`` over the ranks, in place, as engine ops (returns at once)."""
-        self._submit(ALLREDUCE, key, array, priority)
+        """Sum ``array`` over the ranks, in place, as an engine op (returns at once)."""
+        self._submit(ALLREDUCE, [(key, array)], priority)
+
+    def allreduce_group(self, pairs: list[tuple[Any, Any]], priority: int = 0) -> None:
+        """Sum several keys' arrays over the ranks, in place, as one group (Horovod's grouped
+        allreduce): one engine op that starts once every array is ready and finishes once
+        every one is reduced, so they travel in the fewest buckets at the lowest cost per key.
+        """
+        self._submit(ALLREDUCE, pairs, priority)
 
     def broadcast(self, key: Any, array: Any, priority: int = 0) -> None:
-        """Overwrite ``array`` with rank 0's, in place, as engine ops. (Always rank 0: a rank
+        """Overwrite ``array`` with rank 0's, in place, as an engine op. (Always rank 0: a rank
         that joined cannot be the source, and the negotiation knows that rank 0 is.)"""
-        self._submit(BROADCAST, key, array, priority)
+        self._submit(BROADCAST, [(key, array)], priority)
 
-    def _submit(self, kind: int, key: Any, array: Any, priority: int) -> None:
+    def _submit(self, kind: int, pairs: list[tuple[Any, Any]], priority: int) -> None:
+        requests = [self._request(kind, key, array, priority) for key, array in pairs]
+        if self._failure is not None:
+            raise PortableError(f"kvstore {self.name}: communication stopped after an error: "
+                                f"{self._failure}") from self._failure
+        if self._stopped:
+            raise PortableError(f"kvstore {self.name}: the store was closed")
+        arrays = [array for _, array in pairs]
+        if len(pairs) > 1 and not all(isinstance(a._data, np.ndarray) for a in arrays):
+            for request, array in zip(requests, arrays):  # device arrays travel one by one
+                self._push_op(kind, [request], [array], priority)
+            return
+        self._push_op(kind, requests, arrays, priority)
+
+    def _request(self, kind: int, key: Any, array: Any, priority: int) -> _Request:
         index = self._index.get(key)
         if index is None:
             raise PortableError(f"kvstore {self.name}: key {key!r} was not initialised")
@@ -221,56 +254,62 @@ class CollectiveQueue:
         if tuple(array.shape) != shape or array.dtype != dtype:
             raise PortableError(f"kvstore {self.name}: key {key!r} was initialised as "
                                 f"{dtype}{list(shape)}, got {array.dtype}{list(array.shape)}")
-        if self._failure is not None:
-            raise PortableError(f"kvstore {self.name}: communication stopped after an error: "
-                                f"{self._failure}") from self._failure
-        if self._stopped:
-            raise PortableError(f"kvstore {self.name}: the store was closed")
-        request = _Request(2 * index + kind, key, priority)
-        backend = array.device.backend
-        with self._cond:
-            self._pending.setdefault(request.slot, deque()).append(request)
-            self._real += 1
+        return _Request(2 * index + kind, key, priority)
 
-        def mark() -> None:
-            host = np.asarray(backend.to_numpy(array._data))
-            if not host.flags.c_contiguous:
-                host = np.ascontiguousarray(host)
+    def _push_op(self, kind: int, requests: list[_Request], arrays: list, priority: int) -> None:
+        """One asynchronous engine op that writes the arrays: later readers are ordered after
+        the communication, and no thread blocks per key. Host arrays are reduced in their own
+        memory and their op starts in the thread that finished their last producer (the
+        ``INLINE`` device: no hop to a worker); a device array's op runs on its device and
+        travels through a host copy, copied back by an op on that device."""
+        with self._cond:
+            for request in requests:
+                self._pending.setdefault(request.slot, deque()).append(request)
+            self._real += len(requests)
+        engine = get_engine()
+        first = requests[0].key
+        label = (f"kv.{self.name}.{KIND_NAMES[kind]}[{first}]" if len(requests) == 1 else
+                 f"kv.{self.name}.{KIND_NAMES[kind]}[{first}..{requests[-1].key}]")
+        array = arrays[0]
+        on_device = not isinstance(array._data, np.ndarray)  # (then it is alone, see _submit)
+
+        def start(on_complete: Any) -> None:
+            # Runs once the arrays' producers finished: hand the data to the background
+            # thread, which completes the op after reducing every array.
+            hosts = [np.asarray(a.device.backend.to_numpy(a._data)) for a in arrays]
+            if on_device or not all(h.flags.c_contiguous for h in hosts):
+                hosts = [np.ascontiguousarray(h) for h in hosts]
+                done = lambda: engine.push(  # noqa: E731
+                    lambda: _completing(copy_back, on_complete), device=array.device,
+                    priority=priority, name=label + ".copy_back")
+            else:
+                done = lambda: on_complete(next(  # noqa: E731
+                    (r.error for r in requests if r.error is not None), None))
+            countdown = _Countdown(len(requests), done)
             with self._cond:
-                request.host = host.reshape(-1)
-                request.ready_at = time.monotonic()
-                self._ready += 1
-                self._new_info = True
-                self._cond.notify_all()
+                failure = self._failure  # the thread stopped: nothing would reduce them
+                if failure is None:
+                    now = time.monotonic()
+                    for request, host in zip(requests, hosts):
+                        request.host = host.reshape(-1)
+                        request.then = countdown
+                        request.ready_at = now
+                    self._ready += len(requests)
+                    if self._idle:  # (a thread in its cycle wakes by itself: no hand-off)
+                        self._cond.notify()
+            if failure is not None:
+                on_complete(failure)
 
         def copy_back() -> None:
+            (request,) = requests
             if request.error is not None:
                 raise request.error
-            data = array._data
-            if not np.may_share_memory(np.asarray(backend.to_numpy(data)), request.host):
-                backend.copy_into(data, backend.from_numpy(request.host.reshape(shape)))
+            backend = array.device.backend
+            backend.copy_into(array._data, backend.from_numpy(request.host.reshape(array.shape)))
 
-        def wait(on_complete: Any) -> None:
-            # An asynchronous engine op: when the array is reduced in its own (host) memory,
-            # the communication thread completes the op, so no engine worker sits blocked per
-            # key. Data that must be copied back to a device is copied here, by this worker.
-            if request.host is not None and np.may_share_memory(
-                    np.asarray(backend.to_numpy(array._data)), request.host):
-                with self._cond:
-                    if not request.done.is_set():
-                        request.then = lambda: on_complete(request.error)
-                        return
-                on_complete(request.error)
-                return
-            request.done.wait()
-            _completing(copy_back, on_complete)
-
-        engine = get_engine()
-        label = f"kv.{self.name}.{KIND_NAMES[kind]}[{key}]"
-        engine.push(mark, reads=[array._var], device=MARK_DEVICE, priority=priority,
-                    name=label + ".mark")
-        engine.push_async(wait, reads=[array._var], writes=[array._var],
-                          device=WAIT_DEVICES[index % len(WAIT_DEVICES)], priority=priority,
+        variables = [a._var for a in arrays]
+        engine.push_async(start, reads=variables, writes=variables,
+                          device=array.device if on_device else INLINE, priority=priority,
                           name=label)
 
     def join(self) -> int:
@@ -337,16 +376,21 @@ class CollectiveQueue:
         try:
             while True:
                 with self._cond:
+                    self._idle = True
                     while not self._stopped and not (self._ready or self._joined):
                         self._cond.wait()
+                    self._idle = False
+                    # One round per cycle (Horovod's cycle time): what becomes ready meanwhile
+                    # joins the round, in fewer and larger buckets, and a program thread that
+                    # is still pushing keeps the interpreter instead of handing it over at
+                    # every request.
+                    rest = self._last_round + self.cycle_s - time.monotonic()
+                    if rest > 0 and not self._stopped:
+                        self._cond.wait(rest)
                     if self._stopped:
                         return
-                    if not self._new_info:  # the last round agreed on nothing new
-                        self._cond.wait(self.cycle_s)
-                    self._new_info = False
                     vector = self._vector()
-                request = self.comm.Iallreduce(self.MPI.IN_PLACE, vector, op=self.MPI.MIN)
-                poll(request)
+                self.comm.Allreduce(self.MPI.IN_PLACE, vector, op=self.MPI.MIN)
                 self._last_round = time.monotonic()
                 self.stats["rounds"] += 1
                 self._process(vector)
@@ -369,8 +413,6 @@ class CollectiveQueue:
             elif self._joined and not (slot % 2 == BROADCAST and self.comm.Get_rank() == 0):
                 # (rank 0, the source of broadcasts, cannot stand in with zeros)
                 vector[_HEADER + slot] = PHANTOM  # a joined rank takes part with zeros
-        if len(self._keys) > self._agreed_keys:
-            self._new_info = True  # the next round can cover the newly registered keys
         return vector
 
     def _process(self, vector: np.ndarray) -> None:
@@ -399,13 +441,23 @@ class CollectiveQueue:
         self._reduce_run(run, heads)
         self.stats["busy_s"] += time.perf_counter() - started
 
+    def _plan(self, slots: tuple[int, ...]) -> list:
+        """The buckets of a run of agreed slots (cached: training agrees on the same runs at
+        every step)."""
+        plan = self._plans.get(slots)
+        if plan is None:
+            items = [(s, self._keys[s // 2][2], self._keys[s // 2][3]) for s in slots]
+            plan = plan_buckets(items, self.bucket_bytes, self.fuse_bytes)
+            if len(self._plans) >= 256:
+                self._plans.clear()
+            self._plans[slots] = plan
+        return plan
+
     def _reduce_run(self, slots: list[int], heads: dict) -> None:
         if not slots:
             return
-        items = [(s, self._keys[s // 2][2], self._keys[s // 2][3]) for s in slots]
-        remaining = {s: self._keys[s // 2][2] for s in slots}
-        for bucket in plan_buckets(items, self.bucket_bytes, self.fuse_bytes):
-            pieces: list = []
+        compressing = self.reducer.compressor is not None
+        for bucket in self._plan(tuple(slots)):
             if bucket.in_place:
                 seg = bucket.segments[0]
                 head = heads.get(seg.slot)
@@ -423,36 +475,40 @@ class CollectiveQueue:
                         target[:] = head.host[seg.start:seg.stop]
                     else:
                         target[:] = 0
-            for seg in bucket.segments:  # phantom pieces (None) keep no compression residual
-                pieces.append((seg.slot if seg.slot in heads else None,
-                               self._keys[seg.slot // 2][2], seg.start, seg.offset, seg.size))
+            # phantom pieces (None) keep no compression residual
+            pieces = [(seg.slot if seg.slot in heads else None, self._keys[seg.slot // 2][2],
+                       seg.start, seg.offset, seg.size)
+                      for seg in bucket.segments] if compressing else []
             self.reducer.allreduce(buffer, pieces)
             self.stats["buckets"] += 1
             self.stats["bytes"] += bucket.nbytes
-            for seg in bucket.segments:
-                head = heads.get(seg.slot)
-                if head is not None and not bucket.in_place:
-                    head.host[seg.start:seg.stop] = buffer[seg.offset:seg.offset + seg.size]
-                remaining[seg.slot] -= seg.size
-                if remaining[seg.slot] == 0:
-                    self._complete(seg.slot, head)
+            if not bucket.in_place:
+                for seg in bucket.segments:
+                    head = heads.get(seg.slot)
+                    if head is not None:
+                        head.host[seg.start:seg.stop] = buffer[seg.offset:seg.offset + seg.size]
+            # after each bucket: the first layers' requests wait for no later ones
+            self._complete([heads[s] for s in bucket.finishes if s in heads])
 
     def _broadcast(self, slot: int, head: _Request | None) -> None:
         _, _, numel, dtype = self._keys[slot // 2]
         buffer = head.host if head is not None else self._scratch.get(dtype, numel)
         self.reducer.broadcast(buffer, 0)
-        self._complete(slot, head)
+        self._complete([head] if head is not None else [])
 
-    def _complete(self, slot: int, head: _Request | None) -> None:
-        if head is None:
+    def _complete(self, heads: list[_Request]) -> None:
+        """Retire reduced requests (the heads of their slots) and complete their engine ops."""
+        if not heads:
             return
         with self._cond:
-            self._pending[slot].popleft()
-            self._ready -= 1
-            self._real -= 1
-            self._completed += 1
-            self._cond.notify_all()
-        _finish([head], self._cond)
+            for head in heads:
+                self._pending[head.slot].popleft()
+            self._ready -= len(heads)
+            self._real -= len(heads)
+            self._completed += len(heads)
+            if not self._real:
+                self._cond.notify_all()  # drain()
+        _finish(heads, self._cond)
 
     def _finish_join(self) -> None:
         """Every rank joined and nothing is left: agree on the most advanced rank and return."""

@@ -44,8 +44,18 @@ TIMEOUT_EXIT_CODE = 3
 DEFAULT_TIMEOUT_S = 300.0
 
 
+# Open MPI waits by spinning; told to yield, a spinning rank lets the other threads of its
+# process (engine workers, the program) have the core. The stores wait inside MPI calls, which
+# release the interpreter lock once and wake the moment the request completes: a Python loop
+# of Test and sleep hands the lock back and forth at every turn, and on a busy rank each
+# hand-back waits up to the interpreter's switch interval (5 ms).
+YIELD_WHEN_IDLE = ("OMPI_MCA_mpi_yield_when_idle", "1")
+
+
 def import_mpi() -> Any:
-    """``mpi4py.MPI``, or a clear error naming the extra to install."""
+    """``mpi4py.MPI``, or a clear error naming the extra to install. Asks Open MPI to yield
+    while it waits (unless the environment says otherwise), when MPI is not started yet."""
+    os.environ.setdefault(*YIELD_WHEN_IDLE)
     try:
         from mpi4py import MPI
     except ImportError as exc:
@@ -84,6 +94,20 @@ def env_int(name: str, default: int, minimum: int = 0) -> int:
     return value
 
 
+def bucket_mb(comm: Any) -> float:
+    """The fusion bucket size for collectives over ``comm`` (collective over it):
+    ``PORTABLE_KV_BUCKET_MB``, else 2 MB when every rank shares this machine's memory and
+    25 MB when the ranks span machines (see :mod:`portable.kvstore.fusion`)."""
+    from portable.kvstore.fusion import DEFAULT_BUCKET_MB, NODE_LOCAL_BUCKET_MB
+
+    MPI = import_mpi()
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    one_machine = node.Get_size() == comm.Get_size()
+    node.Free()
+    default = NODE_LOCAL_BUCKET_MB if one_machine else DEFAULT_BUCKET_MB
+    return env_float("PORTABLE_KV_BUCKET_MB", default, allow_zero=True)
+
+
 def kv_timeout() -> float:
     """Seconds a rank waits for the others before the job is stopped (``PORTABLE_KV_TIMEOUT``)."""
     return env_float("PORTABLE_KV_TIMEOUT", DEFAULT_TIMEOUT_S)
@@ -107,24 +131,6 @@ def recv_bytes(comm: Any, source: int, tag: int) -> np.ndarray:
     buffer = np.empty(status.Get_count(MPI.BYTE), dtype=np.uint8)
     comm.Recv([buffer, MPI.BYTE], source=status.Get_source(), tag=tag)
     return buffer
-
-
-def poll(request: Any, spin_s: float = 2e-4) -> None:
-    """Wait for an MPI request: poll ``Test`` while yielding the core for ``spin_s`` (a peer
-    that is already there answers within microseconds), then with a growing sleep (up to
-    1 ms), so a rank that waits long leaves its core to the compute threads instead of
-    spinning in MPI as a blocking call would."""
-    if request.Test():
-        return
-    deadline = time.perf_counter() + spin_s
-    while time.perf_counter() < deadline:
-        time.sleep(0)  # yield the interpreter lock and the core
-        if request.Test():
-            return
-    pause = 5e-5
-    while not request.Test():
-        time.sleep(pause)
-        pause = min(pause * 1.5, 1e-3)
 
 
 class Communicator:
@@ -422,7 +428,7 @@ class WorkerCollectives:
         """Wait until every worker reaches this call (stopped by the watchdog on timeout)."""
         self._comm.watchdog.api_call("barrier")
         with self._comm.watchdog.waiting(f"{self.type} barrier"):
-            poll(self._main.Ibarrier())
+            self._main.Barrier()
 
     def broadcast_arrays(self, arrays: list, root: int = 0) -> None:
         """Overwrite ``arrays`` (NDArrays of the same shapes on every worker) with ``root``'s."""
@@ -430,7 +436,7 @@ class WorkerCollectives:
         for array in arrays:
             host = np.ascontiguousarray(array.asnumpy())
             with self._comm.watchdog.waiting(f"{self.type} broadcast from rank {root}"):
-                poll(self._main.Ibcast(host, root=root))
+                self._main.Bcast(host, root=root)
             array[:] = host
 
     def broadcast_bytes(self, data: bytes | None, root: int = 0) -> bytes:
@@ -439,8 +445,8 @@ class WorkerCollectives:
         mine = self.rank == root and data is not None
         size = np.array([len(data) if mine else 0], np.int64)
         with self._comm.watchdog.waiting(f"{self.type} broadcast from rank {root}"):
-            poll(self._main.Ibcast(size, root=root))
+            self._main.Bcast(size, root=root)
             buffer = (np.frombuffer(data, np.uint8).copy() if mine and data
                       else np.empty(int(size[0]), np.uint8))
-            poll(self._main.Ibcast(buffer, root=root))
+            self._main.Bcast(buffer, root=root)
         return buffer.tobytes()

@@ -29,8 +29,7 @@ from portable.errors import PortableError, SerializationError
 from portable.io.atomic import read_bytes
 from portable.kvstore.base import KVStore, _pairs
 from portable.kvstore.collective import CollectiveQueue, FlatReducer
-from portable.kvstore.comm import WorkerCollectives, env_float, env_int, get_communicator
-from portable.kvstore.fusion import DEFAULT_BUCKET_MB
+from portable.kvstore.comm import WorkerCollectives, bucket_mb, env_int, get_communicator
 from portable.kvstore.ps import PSClient, Server
 
 _STATES_FORMAT = "portable.ps-optimizer-states"
@@ -69,7 +68,7 @@ class DistAsyncKVStore(WorkerCollectives, KVStore):
         self._group = None
         if group.Get_size() > 1:
             if bucket_size_mb is None:
-                bucket_size_mb = env_float("PORTABLE_KV_BUCKET_MB", DEFAULT_BUCKET_MB, True)
+                bucket_size_mb = bucket_mb(group)
             self._group = CollectiveQueue(group, comm.watchdog, FlatReducer(group),
                                           f"{name}.group", bucket_mb=bucket_size_mb)
         self._ps = PSClient(comm, name) if comm.num_servers and self._is_leader else None

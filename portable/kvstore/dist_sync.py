@@ -8,7 +8,8 @@ optimizer on the store every worker applies the same update to its replica. ``in
 every worker start from rank 0's value. Values are *summed* (MXNet's contract): to train as one
 process would on the combined batch, pass the global batch size to ``Trainer.step``.
 
-Environment: ``PORTABLE_KV_BUCKET_MB`` (fusion bucket, default 25), ``PORTABLE_KV_CYCLE_MS``
+Environment: ``PORTABLE_KV_BUCKET_MB`` (fusion bucket; default 2 on one machine, 25 across
+machines), ``PORTABLE_KV_CYCLE_MS``
 (negotiation cycle, default 0.5), ``PORTABLE_KV_TIMEOUT`` (seconds before a missing rank stops
 the job, default 300).
 
@@ -30,9 +31,9 @@ from portable.errors import PortableError, SerializationError
 from portable.io.atomic import read_bytes
 from portable.kvstore.base import KVStore, _pairs
 from portable.kvstore.collective import CollectiveQueue, FlatReducer
-from portable.kvstore.comm import WorkerCollectives, env_float, get_communicator, poll
+from portable.kvstore.comm import WorkerCollectives, bucket_mb, env_float, get_communicator
 from portable.kvstore.compression import create_compressor
-from portable.kvstore.fusion import DEFAULT_BUCKET_MB, DEFAULT_FUSE_KB
+from portable.kvstore.fusion import DEFAULT_FUSE_KB
 
 
 class DistSyncKVStore(WorkerCollectives, KVStore):
@@ -40,8 +41,9 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
 
     Args:
         name: the store type (``dist_sync``, ``dist_sync_device`` ...).
-        bucket_size_mb: fusion bucket size (default ``PORTABLE_KV_BUCKET_MB`` or 25; 0: one
-            collective per tensor, no slicing).
+        bucket_size_mb: fusion bucket size (default ``PORTABLE_KV_BUCKET_MB``, else 2 when
+            every worker is on this machine and 25 otherwise; 0: one collective per tensor,
+            no slicing).
         cycle_ms: negotiation cycle (default ``PORTABLE_KV_CYCLE_MS`` or 0.5).
         fuse_kb: the largest tensor packed into a bucket with others (default
             ``PORTABLE_KV_FUSE_KB`` or 128); larger ones are reduced in place, with no copy.
@@ -61,8 +63,7 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
         self._main = workers.Dup()  # collectives of the program's thread (checks, barrier)
         data = workers.Dup()        # collectives of the store's background thread
         if bucket_size_mb is None:
-            bucket_size_mb = env_float("PORTABLE_KV_BUCKET_MB", DEFAULT_BUCKET_MB,
-                                       allow_zero=True)
+            bucket_size_mb = bucket_mb(workers)
         if cycle_ms is None:
             cycle_ms = env_float("PORTABLE_KV_CYCLE_MS", 0.5)
         if fuse_kb is None:
@@ -98,6 +99,16 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
         if not self._single:  # one worker: the same script runs with no communication
             self._queue.allreduce(key, merged, priority)
         return merged
+
+    def _global_reduce_group(self, items: list[tuple[Any, Any]], priority: int) -> list:
+        """The keys of one ``pushpull`` call are reduced as one group: a single engine op that
+        starts when all are ready, so the list costs one negotiation instead of one per key
+        (``Trainer`` pushes key by key, to overlap each with the rest of backward)."""
+        if self._single or len(items) == 1:
+            return super()._global_reduce_group(items, priority)
+        self._comm.watchdog.api_call("push")
+        self._queue.allreduce_group(items, priority)
+        return [merged for _, merged in items]
 
     def push(self, key: Any, value: Any, priority: int = 0) -> None:
         """Sum each key's values over devices and workers into the store (the pushed arrays
@@ -164,7 +175,7 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
         mine = np.array([zlib.crc32(described.encode())], np.int64)
         every = np.empty(self.num_workers, np.int64)
         with self._comm.watchdog.waiting(f"{self.type} init", key):
-            poll(self._main.Iallgather(mine, every))
+            self._main.Allgather(mine, every)
         differ = [r for r in range(self.num_workers) if every[r] != every[0]]
         if differ:
             raise PortableError(f"kvstore {self.type}: workers disagree on key #"

@@ -30,7 +30,7 @@ import numpy as np
 
 from portable.errors import PortableError
 from portable.kvstore.comm import (TAG_PS_DATA, TAG_PS_HEADER, TAG_PS_REPLY, env_int,
-                                   from_bytes_array, poll, recv_bytes, to_bytes_array)
+                                   from_bytes_array, recv_bytes, to_bytes_array)
 
 PS_DEVICE = "kvstore:ps"
 
@@ -69,8 +69,7 @@ class PSClient:
         requests = [self._world.Isend(to_bytes_array(header), dest=server, tag=TAG_PS_HEADER)]
         if payload is not None:
             requests.append(self._world.Isend(payload, dest=server, tag=TAG_PS_DATA))
-        for request in requests:
-            poll(request)
+        self._comm.MPI.Request.Waitall(requests)
 
     def ask(self, server: int, header: dict, payload: np.ndarray | None = None) -> np.ndarray:
         """Send one message and return the server's byte answer."""
@@ -117,8 +116,7 @@ class PSClient:
                             for server, start, stop in parts]
                 for server, start, _ in parts:
                     self.send(server, {"op": "pull", "key": key, "part": start})
-                for request in receives:
-                    poll(request)
+                self._comm.MPI.Request.Waitall(receives)
             backend.copy_into(array._data, backend.from_numpy(flat.reshape(shape)))
 
         get_engine().push(run, writes=[array._var], device=PS_DEVICE, priority=priority,
@@ -233,7 +231,7 @@ class Server:
         self.pushes += 1
 
     def _reply(self, dest: int, data: np.ndarray) -> None:
-        poll(self._world.Isend(np.ascontiguousarray(data), dest=dest, tag=TAG_PS_REPLY))
+        self._world.Send(np.ascontiguousarray(data), dest=dest, tag=TAG_PS_REPLY)
 
 
 def run_server() -> int:

@@ -69,6 +69,9 @@ def _check_api(results: list[dict], name: str, workers: int) -> None:
         assert api["a"] == [7.0] * 3  # every rank starts from rank 0's value
         for key, (first, last, total) in expected.items():
             assert api["sums"][key] == pytest.approx([first, last, total], rel=1e-12), key
+        # the summed values, summed once more over the workers
+        assert api["produced"] == pytest.approx(
+            [expected[str(k)][1] * workers for k in (0, 1, "big", 3)], rel=1e-12)
         for i, values in enumerate(api["single"]):
             assert values == [float(sum(rank + i for rank in range(workers)))] * (i + 1)
         assert api["pushed_unchanged"] == [float(r + 1)] * 5

@@ -16,14 +16,16 @@ from tests.kvstore.mpi import REPO, needs_mpi
 def test_open_mpi_flags_as_root_on_loopback():
     cmd = build_command(["python", "t.py", "--x"], 2, mpiexec="mpiexec", flavor="openmpi",
                         as_root=True, env={"PORTABLE_KV_TIMEOUT": "9"})
-    assert cmd == ["mpiexec", "--allow-run-as-root", "--oversubscribe", "-x",
-                   "PORTABLE_KV_TIMEOUT", "-n", "2", "python", "t.py", "--x"]
+    assert cmd == ["mpiexec", "--allow-run-as-root", "--oversubscribe", "--mca",
+                   "mpi_yield_when_idle", "1", "-x", "PORTABLE_KV_TIMEOUT", "-n", "2", "python",
+                   "t.py", "--x"]
 
 
 def test_open_mpi_with_a_hostfile_and_server_ranks():
     cmd = build_command(["python", "t.py"], 4, servers=2, hostfile="hosts", mpiexec="mpiexec",
                         flavor="openmpi", as_root=False)
-    assert cmd[:6] == ["mpiexec", "--hostfile", "hosts", "-x", "PORTABLE_KV_SERVERS", "-n"]
+    assert cmd[:9] == ["mpiexec", "--hostfile", "hosts", "--mca", "mpi_yield_when_idle", "1",
+                       "-x", "PORTABLE_KV_SERVERS", "-n"]
     assert "--oversubscribe" not in cmd and "--allow-run-as-root" not in cmd
     assert cmd[cmd.index(":"):] == [":", "-n", "2", sys.executable, "-m",
                                     "portable.kvstore.server"]

@@ -32,6 +32,9 @@ def check_api(kv) -> dict:
     values = [pt.nd.array(np.arange(sizes[k], dtype=np.float32) * (r + 1)) for k in keys]
     for _ in range(2):  # twice: the second round reuses the plan and buffers
         kv.pushpull(keys, values)
+    # a group whose arrays are still being computed: it waits for every producer
+    produced = [v * 1.0 for v in values]
+    kv.pushpull(keys, produced)
     sums = {str(k): [float(v.asnumpy()[0]), float(v.asnumpy()[-1]),
                      float(v.asnumpy().astype(np.float64).sum())] for k, v in zip(keys, values)}
     single = []
@@ -50,6 +53,7 @@ def check_api(kv) -> dict:
     data = kv.broadcast_bytes(b"from rank %d" % (n - 1) if r == n - 1 else None, root=n - 1)
     return {"a": a.asnumpy().tolist(),
             "sums": sums,
+            "produced": [float(v.asnumpy()[-1]) for v in produced],
             "single": [s.asnumpy().tolist() for s in single],
             "pushed_unchanged": pushed.asnumpy().tolist(), "pulled": pulled.asnumpy().tolist(),
             "out": out.asnumpy().tolist(), "bytes": data.decode(), "rank": r, "workers": n,
