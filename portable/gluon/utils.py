@@ -31,40 +31,48 @@ def flatten(value: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[l
         The leaves in order and a hashable format for :func:`regroup`.
     """
     leaves: list = []
+    return leaves, _walk(value, leaves, is_leaf)
 
-    def walk(item: Any) -> Any:
-        if item is None:
-            return ABSENT
-        if isinstance(item, (list, tuple)):
-            return ("L" if isinstance(item, list) else "T", tuple(walk(i) for i in item))
-        if is_leaf is not None and not is_leaf(item):
-            raise TypeError(f"expected an array (or a list/tuple of arrays, or None), got "
-                            f"{type(item).__name__}")
-        leaves.append(item)
-        return LEAF
 
-    return leaves, walk(value)
+# (module-level recursion: a nested recursive closure would be a reference cycle holding the
+# leaves, so every call would leave its arrays to the cyclic garbage collector)
+def _walk(item: Any, leaves: list, is_leaf: Callable[[Any], bool] | None) -> Any:
+    if item is None:
+        return ABSENT
+    if isinstance(item, (list, tuple)):
+        return ("L" if isinstance(item, list) else "T",
+                tuple(_walk(i, leaves, is_leaf) for i in item))
+    if is_leaf is not None and not is_leaf(item):
+        raise TypeError(f"expected an array (or a list/tuple of arrays, or None), got "
+                        f"{type(item).__name__}")
+    leaves.append(item)
+    return LEAF
 
 
 def regroup(leaves: Sequence[Any], fmt: Any) -> Any:
     """Rebuild the structure described by ``fmt`` (from :func:`flatten`) from ``leaves``."""
-    position = 0
-
-    def build(spec: Any) -> Any:
-        nonlocal position
-        if spec == ABSENT:
-            return None
-        if spec == LEAF:
-            position += 1
-            return leaves[position - 1]
-        kind, children = spec
-        items = [build(c) for c in children]
-        return items if kind == "L" else tuple(items)
-
-    result = build(fmt)
-    if position != len(leaves):
-        raise ValueError(f"regroup: the format takes {position} leaves, got {len(leaves)}")
+    taken = iter(leaves)
+    result = _build(fmt, taken)
+    if next(taken, _END) is not _END:
+        used = len(leaves) - 1 - sum(1 for _ in taken)
+        raise ValueError(f"regroup: the format takes {used} leaves, got {len(leaves)}")
     return result
+
+
+_END = object()
+
+
+def _build(spec: Any, taken: Any) -> Any:
+    if spec == ABSENT:
+        return None
+    if spec == LEAF:
+        leaf = next(taken, _END)
+        if leaf is _END:
+            raise ValueError("regroup: the format takes more leaves than were given")
+        return leaf
+    kind, children = spec
+    items = [_build(c, taken) for c in children]
+    return items if kind == "L" else tuple(items)
 
 
 def as_device_list(device: Any = None) -> list[Device]:
