@@ -140,6 +140,7 @@ def _finish(requests: list[_Request], cond: threading.Condition,
         for request in requests:
             request.error = error if error is not None else request.error
             thens.append(request.then)
+            request.then = None  # (it refers back to the requests: free them without the gc)
     for then in thens:
         if then is not None:
             then()
