@@ -3,7 +3,7 @@
 doing 161 separate ``Allreduce`` calls and one ``Allreduce`` of a pre-packed buffer, measured in
 the same job with the variants interleaved. Prints one JSON object.
 
-    python benchmarks/allreduce.py [--ranks 2 4] [--repeats 7] [--bucket-mb 0 1 2 4 8 25]
+    python benchmarks/allreduce.py [--ranks 2 4] [--repeats 21] [--bucket-mb 0 1 2 4 8 25]
 
 The driver launches itself under mpiexec once per rank count. A time is the slowest rank's
 (Allreduce MAX of each rank's elapsed time) from a barrier to the last tensor reduced; the
@@ -124,7 +124,7 @@ def worker(repeats: int, bucket_sizes: list[float]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--bucket-mb", type=float, nargs="+", default=[0, 1, 2, 4, 8, 25])
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
