@@ -4,7 +4,7 @@ efficiency, and how much of the communication time the overlap with backward hid
 JSON object.
 
     python benchmarks/data_parallel.py [--ranks 2] [--models mlp lenet] [--batch 64]
-                                       [--steps 20] [--rounds 5] [--hybridize]
+                                       [--steps 20] [--rounds 10] [--hybridize] [--bucket-mb X]
 
 The driver launches itself under mpiexec with N ranks; every phase is timed in that one job,
 and the phases are interleaved round by round so that they share the machine's noise:
@@ -12,10 +12,12 @@ and the phases are interleaved round by round so that they share the machine's n
 * ``single``: rank 0 trains alone (the others wait): the one-rank throughput;
 * ``compute``: every rank trains on its own (local store): compute under N-rank contention;
 * ``dist``: every rank trains with ``dist_sync`` (communication overlapped with backward);
-* ``comm``: every rank only synchronises the gradients (no compute).
+* ``comm``: every rank only synchronises the gradients, as ``Trainer.step`` does (no compute).
 
-Efficiency = throughput(dist) / (N * throughput(single)). Hidden communication = compute +
-comm - dist (per step), as a share of comm. Imperative (not hybridized) models are the default:
+Efficiency = throughput(dist) / (N * throughput(single)). It counts two losses: contention
+(N ranks sharing the machine's cores, memory and caches: compute over single) and
+communication (dist over compute); ``compute_over_dist`` isolates the second. Hidden
+communication = compute + comm - dist (per step), as a share of comm. Imperative (not hybridized) models are the default:
 their backward is one engine op per layer, so communication of the last layers can start early;
 a hybridized backward is one op and hides nothing.
 """
@@ -34,7 +36,8 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def worker(models: list[str], batch: int, steps: int, rounds: int, hybridize: bool) -> None:
+def worker(models: list[str], batch: int, steps: int, rounds: int, hybridize: bool,
+           bucket_mb: float | None) -> None:
     sys.path.insert(0, REPO)
     import portable as pt
     from mpi4py import MPI
@@ -78,7 +81,8 @@ def worker(models: list[str], batch: int, steps: int, rounds: int, hybridize: bo
 
     report = {}
     for name in models:
-        store = pt.kv.create("dist_sync")  # one store per model: keys are parameter indices
+        # one store per model: keys are parameter indices
+        store = pt.kv.create("dist_sync", bucket_size_mb=bucket_mb)
         local_net, local_trainer = build(name, "local")
         dist_net, dist_trainer = build(name, store)
         train(dist_net, dist_trainer, batch * workers)  # warm up (and init the keys)
@@ -87,8 +91,7 @@ def worker(models: list[str], batch: int, steps: int, rounds: int, hybridize: bo
 
         def comm_only() -> None:
             for _ in range(steps):
-                for index, grad in enumerate(grads):
-                    store.pushpull(index, grad, priority=-index)
+                dist_trainer.allreduce_grads()  # what step() sends, as it sends it
             pt.nd.waitall()
 
         phases = {"single": lambda: train(local_net, local_trainer, batch) if rank == 0
@@ -97,12 +100,16 @@ def worker(models: list[str], batch: int, steps: int, rounds: int, hybridize: bo
                   "dist": lambda: train(dist_net, dist_trainer, batch * workers),
                   "comm": comm_only}
         samples: dict[str, list[float]] = {phase: [] for phase in phases}
+        dist_rounds = 0  # negotiation rounds of the store during the dist phase
         for _ in range(rounds):
             for phase, run in phases.items():
                 kv.barrier()
+                before = store.stats["rounds"]
                 start = time.perf_counter()
                 run()
                 samples[phase].append(slowest(time.perf_counter() - start) / steps)
+                if phase == "dist":
+                    dist_rounds += store.stats["rounds"] - before
         per_step = {phase: statistics.median(values) for phase, values in samples.items()}
         single_rate = batch / per_step["single"]
         dist_rate = batch * workers / per_step["dist"]
@@ -114,7 +121,10 @@ def worker(models: list[str], batch: int, steps: int, rounds: int, hybridize: bo
             "scaling_efficiency": round(dist_rate / (workers * single_rate), 3),
             "contention_compute_over_single": round(per_step["compute"] / per_step["single"],
                                                     3),
+            "compute_over_dist": round(per_step["compute"] / per_step["dist"], 3),
             "comm_seconds_per_step": round(per_step["comm"], 6),
+            "collective_rounds_per_step": round(dist_rounds / (rounds * steps), 2),
+            "gradients_as_one_group": bool(dist_trainer._grouped),
             "comm_hidden_seconds_per_step": round(hidden, 6),
             "comm_hidden_fraction": round(min(1.0, hidden / per_step["comm"]), 3),
             "parameters": int(sum(g.size for g in grads)), "tensors": len(grads),
@@ -131,12 +141,15 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["mlp", "lenet"])
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--hybridize", action="store_true")
+    parser.add_argument("--bucket-mb", type=float, default=None,
+                        help="fusion bucket; one smaller than the model makes the Trainer push "
+                             "key by key, overlapping backward (default: the store's)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.models, args.batch, args.steps, args.rounds, args.hybridize)
+        worker(args.models, args.batch, args.steps, args.rounds, args.hybridize, args.bucket_mb)
         return
     sys.path.insert(0, REPO)
     from portable.distributed.launch import build_command
@@ -146,7 +159,9 @@ def main() -> None:
     cmd = build_command([sys.executable, os.path.abspath(__file__), "--worker", "--models",
                          *args.models, "--batch", str(args.batch), "--steps", str(args.steps),
                          "--rounds", str(args.rounds)]
-                        + (["--hybridize"] if args.hybridize else []), args.ranks,
+                        + (["--hybridize"] if args.hybridize else [])
+                        + ([] if args.bucket_mb is None else ["--bucket-mb", str(args.bucket_mb)]),
+                        args.ranks,
                         env=one_thread)
     out = subprocess.run(cmd, env=dict(os.environ, **one_thread), capture_output=True,
                          text=True, timeout=3600)

@@ -1,7 +1,10 @@
 """``gluon.Trainer`` (MXNet 1.x): applies an optimizer to a set of Parameters through a KVStore.
 
 ``step(batch_size)`` is ``allreduce_grads()`` (each parameter's gradients, one per device, are
-summed through the store's ``pushpull``) followed by ``update(batch_size)`` (one fused
+summed through the store's ``pushpull``: key by key with the first layers first, so that the
+last layers' communication overlaps the rest of backward; or, when all the gradients fit in
+what the store reduces as one group (its ``group_bytes``: one fusion bucket for ``dist_sync``),
+in one call, which costs one collective round per step instead of several) followed by ``update(batch_size)`` (one fused
 optimizer op per parameter and device, pushed to the engine). With ``update_on_kvstore`` the
 store applies the optimizer instead: gradients are pushed and the new weights pulled. The
 single-process ``local`` store is used now; the distributed stores plug in unchanged through
@@ -25,6 +28,8 @@ from __future__ import annotations
 
 import os
 from typing import Any
+
+import numpy as np
 
 from portable.errors import PortableError
 from portable.io.atomic import read_bytes
@@ -131,6 +136,9 @@ class Trainer:
             store.init(index, data[0])
             store.pull(index, out=data, priority=-index)  # every device/worker starts equal
         self._kvstore, self._devices = store, list(devices or [])
+        nbytes = sum(p.list_data()[0].size * np.dtype(p.list_data()[0].dtype).itemsize
+                     for p in self._params)
+        self._grouped = 1 < len(self._params) and nbytes <= store.group_bytes
         self._updaters = [get_updater(self._optimizer) for _ in self._devices]
         if self._pending_states is not None:
             pending, self._pending_states = self._pending_states, None
@@ -160,6 +168,11 @@ class Trainer:
         if self._update_on_kvstore:
             raise PortableError("allreduce_grads() is not available with update_on_kvstore=True"
                                 "; the store reduces and updates in step()")
+        if self._grouped:
+            keys = self._trained()
+            if keys:
+                self._kvstore.pushpull(keys, [self._params[i].list_grad() for i in keys])
+            return
         for index, param in enumerate(self._params):
             if param.grad_req != "null":
                 self._kvstore.pushpull(index, param.list_grad(), priority=-index)
@@ -183,7 +196,16 @@ class Trainer:
                                              param.list_grad()):
                 optimizer.push_update(index, weight, grad, updater.state(index, weight))
 
+    def _trained(self) -> list[int]:
+        return [i for i, p in enumerate(self._params) if p.grad_req != "null"]
+
     def _update_through_store(self) -> None:
+        if self._grouped:
+            keys = self._trained()
+            if keys:
+                self._kvstore.pushpull(keys, [self._params[i].list_grad() for i in keys],
+                                       out=[self._params[i].list_data() for i in keys])
+            return
         for index, param in enumerate(self._params):
             if param.grad_req != "null":
                 self._kvstore.pushpull(index, param.list_grad(), out=param.list_data(),

@@ -72,6 +72,13 @@ class KVStore:
     def barrier(self) -> None:
         """Wait until every worker reaches this call (nothing to wait for in one process)."""
 
+    @property
+    def group_bytes(self) -> int:
+        """Keys whose values total at most this many bytes are best pushed in one ``pushpull``
+        call (``gluon.Trainer`` then does): a store that reduces a call's keys as one group
+        costs less per call than per key. 0 here: in one process it makes no difference."""
+        return 0
+
     def is_capable(self, capability: str) -> bool:
         """Whether the store supports ``capability`` (``"optimizer"``: update on the store)."""
         return capability == "optimizer"

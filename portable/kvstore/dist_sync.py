@@ -100,11 +100,17 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
             self._queue.allreduce(key, merged, priority)
         return merged
 
+    @property
+    def group_bytes(self) -> int:
+        """One fusion bucket: gradients that fit in it would travel together anyway, so
+        overlapping them key by key with backward would only add collective rounds."""
+        return 0 if self._single else int(self._queue.bucket_bytes)
+
     def _global_reduce_group(self, items: list[tuple[Any, Any]], priority: int) -> list:
         """The keys of one ``pushpull`` call are reduced as one group: a single engine op that
         starts when all are ready, so the list costs one negotiation instead of one per key
         (``Trainer`` pushes key by key, to overlap each with the rest of backward)."""
-        if self._single or len(items) == 1:
+        if self._single or len(items) <= 1:
             return super()._global_reduce_group(items, priority)
         self._comm.watchdog.api_call("push")
         self._queue.allreduce_group(items, priority)

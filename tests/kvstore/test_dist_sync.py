@@ -29,7 +29,7 @@ def _suite(tmp_path_factory, workers: int, checks: str, env: dict | None = None)
 def two(tmp_path_factory):
     # hier_api here: the ranks sharing memory (all of them) form one node
     return _suite(tmp_path_factory, 2,
-                  "api,linear,mlp,uneven,2bit,fp16,checkpoint,store_update,hier_api")
+                  "api,linear,mlp,mlp_by_key,uneven,2bit,fp16,checkpoint,store_update,hier_api")
 
 
 @pytest.fixture(scope="module")
@@ -101,16 +101,20 @@ def test_trainer_on_dist_sync_matches_numpy_sgd(two, four, workers):
         np.testing.assert_allclose(result["linear"]["w"], expected, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("workers", [2, 4])
-def test_mlp_on_dist_sync_equals_one_process_on_the_combined_batch(two, four, tmp_path, workers):
+@pytest.mark.parametrize("workers, how", [(2, "mlp"), (4, "mlp"), (2, "mlp_by_key")])
+def test_mlp_on_dist_sync_equals_one_process_on_the_combined_batch(two, four, tmp_path, workers,
+                                                                  how):
+    """The Trainer pushes a model that fits one bucket as one group, a larger one key by key
+    (here: a bucket smaller than the model); both equal one process on the whole batch."""
     _, results = two if workers == 2 else four
     check(run_python([SUITE, str(tmp_path), "mlp", "--local", str(workers)]))
     reference = common.read_results(str(tmp_path), 1)[0]["mlp"]
     for result in results:
-        assert sorted(result["mlp"]) == sorted(reference)
-        for name, values in reference.items():
-            np.testing.assert_allclose(result["mlp"][name], values, rtol=1e-4, atol=1e-5,
-                                       err_msg=name)
+        assert result[how + "_grouped"] is (how == "mlp")
+        got = result[how]  # (a second network in one process numbers its layers further on)
+        assert len(got) == len(reference)
+        for (name, values), mine in zip(sorted(reference.items()), sorted(got.items())):
+            np.testing.assert_allclose(mine[1], values, rtol=1e-4, atol=1e-5, err_msg=name)
 
 
 def test_optimizer_on_the_store_with_states_saved_and_loaded(two):

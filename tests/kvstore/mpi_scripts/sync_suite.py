@@ -115,8 +115,9 @@ def check_uneven(kvstore, rank, workers) -> dict:
     return {"w": param.data().asnumpy().tolist(), "root": root}
 
 
-def check_mlp(kvstore, rank, workers, steps=4) -> dict:
-    """A two-layer MLP with Adam, compared by the test with a one-process run."""
+def check_mlp(kvstore, rank, workers, steps=4, info: dict | None = None) -> dict:
+    """A two-layer MLP with Adam, compared by the test with a one-process run. ``info`` gets
+    whether the Trainer pushed the gradients as one group or key by key."""
     pt.random.seed(3)
     rng = np.random.default_rng(5)
     x = rng.normal(size=(6 * workers, 7)).astype(np.float32)
@@ -133,6 +134,8 @@ def check_mlp(kvstore, rank, workers, steps=4) -> dict:
             loss = loss_fn(net(pt.nd.array(x[rows])), pt.nd.array(y[rows]))
         loss.backward()
         trainer.step(len(x))
+    if info is not None:
+        info["grouped"] = trainer._grouped
     return {name: p.data().asnumpy().tolist() for name, p in
             sorted(net.collect_params().items())}
 
@@ -191,9 +194,17 @@ def main() -> None:
     for check in checks:
         if check == "api":
             result[check] = check_api(kv)
-        elif check in ("linear", "mlp"):
-            run = check_linear if check == "linear" else check_mlp
-            result[check] = run(store, rank, workers)
+        elif check == "linear":
+            result[check] = check_linear(store, rank, workers)
+        elif check == "mlp":
+            info = {}
+            result[check] = check_mlp(store, rank, workers, info=info)
+            result["mlp_grouped"] = info["grouped"]
+        elif check == "mlp_by_key":  # buckets smaller than the model: the Trainer pushes
+            store_by_key = pt.kv.create("dist_sync", bucket_size_mb=1e-4)  # key by key
+            info = {}
+            result[check] = check_mlp(store_by_key, rank, workers, info=info)
+            result["mlp_by_key_grouped"] = info["grouped"]
         elif check == "hier_linear":
             result[check] = check_linear("dist_sync_hierarchical", rank, workers)
         elif check == "hier_api":
