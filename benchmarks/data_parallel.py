@@ -11,15 +11,18 @@ and the phases are interleaved round by round so that they share the machine's n
 
 * ``single``: rank 0 trains alone (the others wait): the one-rank throughput;
 * ``compute``: every rank trains on its own (local store): compute under N-rank contention;
-* ``dist``: every rank trains with ``dist_sync`` (communication overlapped with backward);
+* ``dist``: every rank trains with ``dist_sync`` (a model that fits one fusion bucket is sent
+  as one group after backward; a larger one, or ``--bucket-mb`` smaller than the model, key by
+  key, overlapping backward);
 * ``comm``: every rank only synchronises the gradients, as ``Trainer.step`` does (no compute).
 
 Efficiency = throughput(dist) / (N * throughput(single)). It counts two losses: contention
 (N ranks sharing the machine's cores, memory and caches: compute over single) and
 communication (dist over compute); ``compute_over_dist`` isolates the second. Hidden
-communication = compute + comm - dist (per step), as a share of comm. Imperative (not hybridized) models are the default:
-their backward is one engine op per layer, so communication of the last layers can start early;
-a hybridized backward is one op and hides nothing.
+communication = compute + comm - dist (per step), as a share of comm. Imperative (not
+hybridized) models are the default: their backward is one engine op per layer, so key-by-key
+communication of the last layers can start early; a hybridized backward is one op and hides
+nothing.
 """
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """``gluon.Trainer`` (MXNet 1.x): applies an optimizer to a set of Parameters through a KVStore.
 
-``step(batch_size)`` is ``allreduce_grads()`` (each parameter's gradients, one per device, are
-summed through the store's ``pushpull``: key by key with the first layers first, so that the
-last layers' communication overlaps the rest of backward; or, when all the gradients fit in
-what the store reduces as one group (its ``group_bytes``: one fusion bucket for ``dist_sync``),
-in one call, which costs one collective round per step instead of several) followed by ``update(batch_size)`` (one fused
-optimizer op per parameter and device, pushed to the engine). With ``update_on_kvstore`` the
+``step(batch_size)`` is ``allreduce_grads()`` followed by ``update(batch_size)`` (one fused
+optimizer op per parameter and device, pushed to the engine). ``allreduce_grads`` sums each
+parameter's gradients (one per device) through the store's ``pushpull``: key by key, first
+layers first, so that the last layers' communication overlaps the rest of backward; or, when
+all the gradients fit in what the store reduces as one group (its ``group_bytes``: one fusion
+bucket for ``dist_sync``), in one call: one collective round per step instead of several. With ``update_on_kvstore`` the
 store applies the optimizer instead: gradients are pushed and the new weights pulled. The
 single-process ``local`` store is used now; the distributed stores plug in unchanged through
 ``portable.kv.create``.
