@@ -5,10 +5,9 @@ optimizer op per parameter and device, pushed to the engine). ``allreduce_grads`
 parameter's gradients (one per device) through the store's ``pushpull``: key by key, first
 layers first, so that the last layers' communication overlaps the rest of backward; or, when
 all the gradients fit in what the store reduces as one group (its ``group_bytes``: one fusion
-bucket for ``dist_sync``), in one call: one collective round per step instead of several. With ``update_on_kvstore`` the
-store applies the optimizer instead: gradients are pushed and the new weights pulled. The
-single-process ``local`` store is used now; the distributed stores plug in unchanged through
-``portable.kv.create``.
+bucket for ``dist_sync``), in one call: one collective round per step instead of several.
+With ``update_on_kvstore`` the store applies the optimizer instead: gradients are pushed and
+the new weights pulled. Any store from ``portable.kv.create`` plugs in unchanged.
 
 The gradient is rescaled by ``rescale_grad / batch_size`` inside the update op, so a loss summed
 (or averaged per sample, as Gluon's losses are) over the batch gives the mean gradient.
