@@ -57,51 +57,6 @@ def priority_code(priority: int) -> int:
     return 1 + _PRIORITY_ZERO - max(-_PRIORITY_ZERO + 1, min(_PRIORITY_ZERO - 1, int(priority)))
 
 
-class FlatReducer:
-    """Reduce a bucket with one collective over ``comm`` (``Allreduce``, or with a compressor an
-    ``Allgather`` of the payloads followed by a local decode-and-sum)."""
-
-    def __init__(self, comm: Any, compressor: Any = None) -> None:
-        self.comm = comm
-        self.compressor = compressor
-        self.MPI = import_mpi()
-
-    def allreduce(self, buffer: np.ndarray, pieces: list) -> None:
-        """Sum ``buffer`` over the ranks, in place.
-
-        Args:
-            buffer: the packed (or in-place) data of one bucket.
-            pieces: per piece ``(residual_key or None, tensor numel, start, offset, size)``;
-                only a compressor needs them (empty without one).
-        """
-        if self.compressor is not None and buffer.dtype == np.float32:
-            compressed_allreduce(self.comm, self.compressor, buffer, pieces)
-        else:
-            self.comm.Allreduce(self.MPI.IN_PLACE, buffer, op=self.MPI.SUM)
-
-    def broadcast(self, buffer: np.ndarray, root: int) -> None:
-        self.comm.Bcast(buffer, root=root)
-
-
-def compressed_allreduce(comm: Any, compressor: Any, buffer: np.ndarray, pieces: list) -> None:
-    """Allgather every rank's compressed payload and sum the decoded values in rank order."""
-    sizes = [compressor.payload_nbytes(p[4]) for p in pieces]
-    total = sum(sizes)
-    send = np.empty(total, np.uint8)
-    at = 0
-    for (key, numel, start, offset, size), nbytes in zip(pieces, sizes):
-        compressor.encode(buffer[offset:offset + size], send[at:at + nbytes], key, numel, start)
-        at += nbytes
-    gathered = np.empty(comm.Get_size() * total, np.uint8)
-    comm.Allgather(send, gathered)
-    buffer[:] = 0
-    for rank in range(comm.Get_size()):
-        at = rank * total
-        for (_, _, _, offset, size), nbytes in zip(pieces, sizes):
-            compressor.decode_add(gathered[at:at + nbytes], buffer[offset:offset + size])
-            at += nbytes
-
-
 class _Request:
     __slots__ = ("slot", "key", "priority", "host", "ready_at", "error", "then")
 

@@ -28,9 +28,10 @@ from portable.checkpoint import tensors_from_bytes, tensors_to_bytes
 from portable.errors import PortableError, SerializationError
 from portable.io.atomic import read_bytes
 from portable.kvstore.base import KVStore, _pairs
-from portable.kvstore.collective import CollectiveQueue, FlatReducer
+from portable.kvstore.collective import CollectiveQueue
 from portable.kvstore.comm import WorkerCollectives, bucket_mb, env_int, get_communicator
 from portable.kvstore.ps import PSClient, Server
+from portable.kvstore.reducers import FlatReducer
 
 _STATES_FORMAT = "portable.ps-optimizer-states"
 

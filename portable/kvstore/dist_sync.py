@@ -30,10 +30,11 @@ import numpy as np
 from portable.errors import PortableError, SerializationError
 from portable.io.atomic import read_bytes
 from portable.kvstore.base import KVStore, _pairs
-from portable.kvstore.collective import CollectiveQueue, FlatReducer
+from portable.kvstore.collective import CollectiveQueue
 from portable.kvstore.comm import WorkerCollectives, bucket_mb, env_float, get_communicator
 from portable.kvstore.compression import create_compressor
 from portable.kvstore.fusion import DEFAULT_FUSE_KB
+from portable.kvstore.reducers import FlatReducer
 
 
 class DistSyncKVStore(WorkerCollectives, KVStore):

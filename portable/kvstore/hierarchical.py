@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from portable.kvstore.collective import FlatReducer
+from portable.kvstore.reducers import FlatReducer
 from portable.kvstore.comm import env_int, import_mpi
 from portable.kvstore.dist_sync import DistSyncKVStore
 
