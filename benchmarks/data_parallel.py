@@ -16,7 +16,8 @@ and the phases are interleaved round by round so that they share the machine's n
   key, overlapping backward);
 * ``comm``: every rank only synchronises the gradients, as ``Trainer.step`` does (no compute).
 
-Efficiency = throughput(dist) / (N * throughput(single)). It counts two losses: contention
+Each rank is bound to a core of its own when there are enough (Open MPI). Efficiency =
+throughput(dist) / (N * throughput(single)). It counts two losses: contention
 (N ranks sharing the machine's cores, memory and caches: compute over single) and
 communication (dist over compute); ``compute_over_dist`` isolates the second. Hidden
 communication = compute + comm - dist (per step), as a share of comm. Imperative (not
@@ -138,6 +139,18 @@ def worker(models: list[str], batch: int, steps: int, rounds: int, hybridize: bo
               flush=True)
 
 
+def _one_core_each(ranks: int) -> list[str]:
+    """Bind each rank to a core of its own (Open MPI, when there are enough cores): the 1-rank
+    phase then runs on one core as each rank of the N-rank phases does. Unbound, its compute and
+    Python threads spread over the cores the other ranks leave idle, which made the 1-rank time
+    swing between 4.5 and 7.3 ms per MLP step from run to run."""
+    from portable.distributed.launch import find_mpiexec, mpi_flavor
+
+    if ranks > (os.cpu_count() or 1) or mpi_flavor(find_mpiexec()) != "openmpi":
+        return []
+    return ["--bind-to", "core"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=2)
@@ -164,8 +177,7 @@ def main() -> None:
                          "--rounds", str(args.rounds)]
                         + (["--hybridize"] if args.hybridize else [])
                         + ([] if args.bucket_mb is None else ["--bucket-mb", str(args.bucket_mb)]),
-                        args.ranks,
-                        env=one_thread)
+                        args.ranks, env=one_thread, mpi_args=_one_core_each(args.ranks))
     out = subprocess.run(cmd, env=dict(os.environ, **one_thread), capture_output=True,
                          text=True, timeout=3600)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
