@@ -413,9 +413,13 @@ class CollectiveQueue:
         if not slots:
             return
         compressing = self.reducer.compressor is not None
-        for bucket in self._plan(tuple(slots)):
+        allreduce = self.reducer.allreduce
+        plan = self._plan(tuple(slots))
+        reduced: list[_Request] = []
+        for bucket in plan:
+            segments = bucket.segments
             if bucket.in_place:
-                seg = bucket.segments[0]
+                seg = segments[0]
                 head = heads.get(seg.slot)
                 if head is not None:
                     buffer = head.host[seg.start:seg.stop]
@@ -424,9 +428,9 @@ class CollectiveQueue:
                     buffer[:] = 0
             else:
                 buffer = self._buffers.get(bucket.dtype, bucket.numel)
-                for seg in bucket.segments:
+                for seg in segments:
                     head = heads.get(seg.slot)
-                    target = buffer[seg.offset:seg.offset + seg.size]
+                    target = buffer[seg.offset:seg.offset + seg.stop - seg.start]
                     if head is not None:
                         target[:] = head.host[seg.start:seg.stop]
                     else:
@@ -434,17 +438,28 @@ class CollectiveQueue:
             # phantom pieces (None) keep no compression residual
             pieces = [(seg.slot if seg.slot in heads else None, self._keys[seg.slot // 2][2],
                        seg.start, seg.offset, seg.size)
-                      for seg in bucket.segments] if compressing else []
-            self.reducer.allreduce(buffer, pieces)
-            self.stats["buckets"] += 1
-            self.stats["bytes"] += bucket.nbytes
+                      for seg in segments] if compressing else []
+            allreduce(buffer, pieces)
             if not bucket.in_place:
-                for seg in bucket.segments:
+                for seg in segments:
                     head = heads.get(seg.slot)
                     if head is not None:
-                        head.host[seg.start:seg.stop] = buffer[seg.offset:seg.offset + seg.size]
-            # after each bucket: the first layers' requests wait for no later ones
-            self._complete([heads[s] for s in bucket.finishes if s in heads])
+                        head.host[seg.start:seg.stop] = buffer[seg.offset:seg.offset + seg.stop
+                                                                - seg.start]
+            urgent = False
+            for slot in bucket.finishes:
+                head = heads.get(slot)
+                if head is not None:
+                    reduced.append(head)
+                    # the last request of its engine op: complete it now, so the first layers
+                    # wait for no later ones (the members of a group complete together anyway)
+                    urgent = urgent or head.then.count == 1
+            if urgent:
+                self._complete(reduced)
+                reduced = []
+        self._complete(reduced)
+        self.stats["buckets"] += len(plan)
+        self.stats["bytes"] += sum(bucket.nbytes for bucket in plan)
 
     def _broadcast(self, slot: int, head: _Request | None) -> None:
         _, _, numel, dtype = self._keys[slot // 2]
