@@ -1,7 +1,7 @@
 """Time to synchronise ResNet-50's gradients (161 tensors, 25,557,032 floats) over MPI: the
 ``dist_sync`` store (one ``pushpull`` of every key, per fusion bucket size) beside raw mpi4py
 doing 161 separate ``Allreduce`` calls and one ``Allreduce`` of a pre-packed buffer, measured in
-the same job with the variants interleaved. Prints one JSON object.
+the same job with the variants interleaved (in a rotating order). Prints one JSON object.
 
     python benchmarks/allreduce.py [--ranks 2 4] [--repeats 21] [--bucket-mb 0 1 2 4 8 25]
 
@@ -88,8 +88,13 @@ def worker(repeats: int, bucket_sizes: list[float]) -> None:
     variants = {"raw_separate_161": raw_separate, "raw_packed_1": raw_packed}
     variants.update({name: (lambda kv=kv: store(kv)) for name, kv in stores.items()})
     samples: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(repeats + 1):  # the first round warms up (buffers, plans) and is dropped
-        for name, fn in variants.items():
+    order = list(variants)
+    for repeat in range(repeats + 1):  # the first round warms up (buffers, plans): dropped
+        # rotate the order each round, so that no variant always runs right after the 100 MB
+        # call that empties the caches (the same order on every rank)
+        turn = repeat % len(order)
+        for name in order[turn:] + order[:turn]:
+            fn = variants[name]
             comm.Barrier()
             start = time.perf_counter()
             fn()
