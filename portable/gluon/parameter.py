@@ -231,6 +231,13 @@ class Parameter:
             data.attach_grad(self._grad_req)
         self._grad = [data.grad for data in self._data]
 
+    def _set_grad_storage(self, grads: list) -> None:
+        """Use ``grads`` (zero arrays of this parameter's shape, one per device) as its
+        gradient buffers: the Trainer lays gradients back to back for a distributed store."""
+        for data, grad in zip(self._data, grads):
+            data._grad = grad
+        self._grad = list(grads)
+
     @property
     def is_initialized(self) -> bool:
         return self._data is not None

@@ -138,6 +138,8 @@ class Trainer:
         nbytes = sum(p.list_data()[0].size * np.dtype(p.list_data()[0].dtype).itemsize
                      for p in self._params)
         self._grouped = 1 < len(self._params) and nbytes <= store.group_bytes
+        if store.wants_contiguous_gradients and len(self._devices) == 1:
+            self._lay_gradients_back_to_back()
         self._updaters = [get_updater(self._optimizer) for _ in self._devices]
         if self._pending_states is not None:
             pending, self._pending_states = self._pending_states, None
@@ -194,6 +196,22 @@ class Trainer:
             for updater, weight, grad in zip(self._updaters, param.list_data(),
                                              param.list_grad()):
                 optimizer.push_update(index, weight, grad, updater.state(index, weight))
+
+    def _lay_gradients_back_to_back(self) -> None:
+        """Give the gradients one buffer per dtype, in key order (PyTorch DDP's
+        ``gradient_as_bucket_view``): the store then reduces neighbours as one range."""
+        from portable.ndarray import contiguous_zeros
+
+        by_dtype: dict = {}
+        for param in self._params:
+            if param.grad_req != "null":
+                grad = param.list_grad()[0]
+                by_dtype.setdefault((grad.dtype, grad.device), []).append(param)
+        for (dtype, device), params in by_dtype.items():
+            grads = contiguous_zeros([p.list_grad()[0].shape for p in params], device, dtype)
+            for param, grad in zip(params, grads):
+                param.list_grad()[0].copyto(grad)  # (the first step's backward already ran)
+                param._set_grad_storage([grad])
 
     def _trained(self) -> list[int]:
         return [i for i, p in enumerate(self._params) if p.grad_req != "null"]

@@ -79,6 +79,12 @@ class KVStore:
         costs less per call than per key. 0 here: in one process it makes no difference."""
         return 0
 
+    @property
+    def wants_contiguous_gradients(self) -> bool:
+        """Whether gradients laid back to back in one buffer reduce faster here (``Trainer``
+        then allocates them so). False here: in one process nothing travels."""
+        return False
+
     def is_capable(self, capability: str) -> bool:
         """Whether the store supports ``capability`` (``"optimizer"``: update on the store)."""
         return capability == "optimizer"

@@ -58,7 +58,7 @@ def priority_code(priority: int) -> int:
 
 
 class _Request:
-    __slots__ = ("slot", "key", "priority", "host", "ready_at", "error", "then")
+    __slots__ = ("slot", "key", "priority", "host", "ready_at", "error", "then", "span")
 
     def __init__(self, slot: int, key: Any, priority: int) -> None:
         self.slot = slot
@@ -68,6 +68,7 @@ class _Request:
         self.ready_at: float | None = None
         self.error: BaseException | None = None
         self.then: Any = None  # completes the engine op (set when the data is ready)
+        self.span: tuple | None = None  # (owning buffer, first byte, end byte) of host data
 
 
 class _Countdown:
@@ -84,6 +85,26 @@ class _Countdown:
         self.count -= 1
         if self.count == 0:
             self.then()
+
+
+def _span(host: np.ndarray) -> tuple | None:
+    """Where ``host`` lies in the buffer that owns its memory: requests of neighbouring keys
+    whose spans touch can be reduced as one range, with no packing copy."""
+    root = host
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if not root.flags.c_contiguous:
+        return None
+    start = host.__array_interface__["data"][0]
+    return root, start, start + host.nbytes
+
+
+def _joined_view(first: np.ndarray, span: tuple, numel: int) -> np.ndarray:
+    """``numel`` elements of ``first``'s owning buffer, from ``first`` on."""
+    root, start, _ = span
+    offset = start - root.__array_interface__["data"][0]
+    return root.reshape(-1).view(np.uint8)[offset:offset + numel * first.itemsize].view(
+        first.dtype)
 
 
 def _finish(requests: list[_Request], cond: threading.Condition,
@@ -250,6 +271,7 @@ class CollectiveQueue:
                         request.host = host.reshape(-1)
                         request.then = countdown
                         request.ready_at = now
+                        request.span = None if on_device else _span(request.host)
                     self._ready += len(requests)
                     if self._idle:  # (a thread in its cycle wakes by itself: no hand-off)
                         self._cond.notify()
@@ -355,8 +377,9 @@ class CollectiveQueue:
 
     def _vector(self) -> np.ndarray:
         """This rank's negotiation vector (called with the lock held)."""
-        slots = 2 * self._agreed_keys
-        vector = np.zeros(_HEADER + slots, np.int32)
+        keys = self._agreed_keys
+        slots = 2 * keys
+        vector = np.zeros(_HEADER + slots + keys, np.int32)
         vector[0] = 1 if self._joined else 0
         vector[1] = 0 if self._real else 1
         vector[2] = len(self._keys)
@@ -369,7 +392,22 @@ class CollectiveQueue:
             elif self._joined and not (slot % 2 == BROADCAST and self.comm.Get_rank() == 0):
                 # (rank 0, the source of broadcasts, cannot stand in with zeros)
                 vector[_HEADER + slot] = PHANTOM  # a joined rank takes part with zeros
+        if self.reducer.compressor is None:  # (compression keeps residuals per key)
+            for key in range(keys - 1):
+                vector[_HEADER + slots + key] = self._touches(2 * key, 2 * key + 2)
         return vector
+
+    def _touches(self, slot: int, after: int) -> int:
+        """1 if this rank's ready requests of ``slot`` and ``after`` lie back to back in one
+        buffer, or if it has neither and stands in with zeros (called with the lock held)."""
+        first, second = self._pending.get(slot), self._pending.get(after)
+        if not first and not second:
+            return 1 if self._joined else 0
+        if not first or not second:
+            return 0
+        a, b = first[0].span, second[0].span
+        return int(a is not None and b is not None and a[0] is b[0] and a[2] == b[1]
+                   and first[0].host.dtype == second[0].host.dtype)
 
     def _process(self, vector: np.ndarray) -> None:
         all_joined, nobody_real = vector[0] == 1, vector[1] == 1
@@ -377,7 +415,9 @@ class CollectiveQueue:
         if all_joined and nobody_real:
             self._finish_join()
             return
-        codes = vector[_HEADER:]
+        slots = 2 * (len(vector) - _HEADER) // 3
+        codes = vector[_HEADER:_HEADER + slots]
+        touching = vector[_HEADER + slots:]  # per key: every rank has it back to back with the next
         agreed = [(int(codes[s]), s) for s in np.flatnonzero((codes > 0) & (codes < PHANTOM))]
         if not agreed:
             return
@@ -391,48 +431,87 @@ class CollectiveQueue:
             if slot % 2 == ALLREDUCE:
                 run.append(slot)
                 continue
-            self._reduce_run(run, heads)
+            self._reduce_run(run, heads, touching)
             run = []
             self._broadcast(slot, heads.get(slot))
-        self._reduce_run(run, heads)
+        self._reduce_run(run, heads, touching)
         self.stats["busy_s"] += time.perf_counter() - started
 
-    def _plan(self, slots: tuple[int, ...]) -> list:
-        """The buckets of a run of agreed slots (cached: training agrees on the same runs at
-        every step)."""
-        plan = self._plans.get(slots)
+    def _plan(self, pieces: tuple) -> list:
+        """The buckets of a run of agreed pieces: slots, or tuples of slots whose data lie
+        back to back on every rank (cached: training agrees on the same runs at every step)."""
+        plan = self._plans.get(pieces)
         if plan is None:
-            items = [(s, self._keys[s // 2][2], self._keys[s // 2][3]) for s in slots]
+            items = [(p, self._numel(p), self._keys[(p[0] if isinstance(p, tuple) else p) // 2][3])
+                     for p in pieces]
             plan = plan_buckets(items, self.bucket_bytes, self.fuse_bytes)
             if len(self._plans) >= 256:
                 self._plans.clear()
-            self._plans[slots] = plan
+            self._plans[pieces] = plan
         return plan
 
-    def _reduce_run(self, slots: list[int], heads: dict) -> None:
+    def _numel(self, piece: Any) -> int:
+        if isinstance(piece, tuple):
+            return sum(self._keys[s // 2][2] for s in piece)
+        return self._keys[piece // 2][2]
+
+    @staticmethod
+    def _pieces(slots: list[int], touching: np.ndarray) -> tuple:
+        """Join runs of consecutive keys that every rank has back to back in one buffer: one
+        range, sliced into buckets in place, instead of tensors packed or sent one by one."""
+        pieces: list = []
+        group = [slots[0]]
+        for slot in slots[1:]:
+            if slot == group[-1] + 2 and touching[group[-1] // 2]:
+                group.append(slot)
+                continue
+            pieces.append(group[0] if len(group) == 1 else tuple(group))
+            group = [slot]
+        pieces.append(group[0] if len(group) == 1 else tuple(group))
+        return tuple(pieces)
+
+    def _host(self, piece: Any, heads: dict) -> np.ndarray | None:
+        """This rank's data of a piece (None: it stands in with zeros)."""
+        if not isinstance(piece, tuple):
+            head = heads.get(piece)
+            return None if head is None else head.host
+        first = heads.get(piece[0])
+        if first is None:
+            return None
+        return _joined_view(first.host, first.span, self._numel(piece))
+
+    def _reduce_run(self, slots: list[int], heads: dict, touching: np.ndarray) -> None:
         if not slots:
             return
         compressing = self.reducer.compressor is not None
         allreduce = self.reducer.allreduce
-        plan = self._plan(tuple(slots))
+        joining = not compressing and self.bucket_bytes > 0  # (bucket 0: a call per tensor)
+        plan = self._plan(self._pieces(slots, touching) if joining else tuple(slots))
         reduced: list[_Request] = []
+        views: dict = {}
+
+        def host_of(piece: Any) -> np.ndarray | None:
+            if piece not in views:
+                views[piece] = self._host(piece, heads)
+            return views[piece]
+
         for bucket in plan:
             segments = bucket.segments
             if bucket.in_place:
                 seg = segments[0]
-                head = heads.get(seg.slot)
-                if head is not None:
-                    buffer = head.host[seg.start:seg.stop]
+                host = host_of(seg.slot)
+                if host is not None:
+                    buffer = host[seg.start:seg.stop]
                 else:
                     buffer = self._scratch.get(bucket.dtype, bucket.numel)
                     buffer[:] = 0
             else:
                 buffer = self._buffers.get(bucket.dtype, bucket.numel)
                 for seg in segments:
-                    head = heads.get(seg.slot)
+                    host = host_of(seg.slot)
                     target = buffer[seg.offset:seg.offset + seg.stop - seg.start]
-                    if head is not None:
-                        target[:] = head.host[seg.start:seg.stop]
+                    if host is not None:
+                        target[:] = host[seg.start:seg.stop]
                     else:
                         target[:] = 0
             # phantom pieces (None) keep no compression residual
@@ -442,18 +521,19 @@ class CollectiveQueue:
             allreduce(buffer, pieces)
             if not bucket.in_place:
                 for seg in segments:
-                    head = heads.get(seg.slot)
-                    if head is not None:
-                        head.host[seg.start:seg.stop] = buffer[seg.offset:seg.offset + seg.stop
-                                                                - seg.start]
+                    host = host_of(seg.slot)
+                    if host is not None:
+                        host[seg.start:seg.stop] = buffer[seg.offset:seg.offset + seg.stop
+                                                          - seg.start]
             urgent = False
-            for slot in bucket.finishes:
-                head = heads.get(slot)
-                if head is not None:
-                    reduced.append(head)
-                    # the last request of its engine op: complete it now, so the first layers
-                    # wait for no later ones (the members of a group complete together anyway)
-                    urgent = urgent or head.then.count == 1
+            for piece in bucket.finishes:
+                for slot in piece if isinstance(piece, tuple) else (piece,):
+                    head = heads.get(slot)
+                    if head is not None:
+                        reduced.append(head)
+                        # the last request of its engine op: complete it now, so the first
+                        # layers wait for no later ones (a group's members complete together)
+                        urgent = urgent or head.then.count == 1
             if urgent:
                 self._complete(reduced)
                 reduced = []

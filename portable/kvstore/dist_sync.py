@@ -102,6 +102,12 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
         return merged
 
     @property
+    def wants_contiguous_gradients(self) -> bool:
+        """Neighbouring keys that lie back to back on every rank are reduced as one range,
+        sliced into buckets in place: no packing copy, and fewer, larger calls."""
+        return not self._single
+
+    @property
     def group_bytes(self) -> int:
         """One fusion bucket: gradients that fit in it would travel together anyway, so
         overlapping them key by key with backward would only add collective rounds."""

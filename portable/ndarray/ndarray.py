@@ -241,6 +241,32 @@ def arange(start: float, stop: float | None = None, step: float = 1.0,
     return array(np.arange(start, stop, step, dtype=dtype), device=device, ctx=ctx)
 
 
+def contiguous_zeros(shapes: Any, device: "Device | str | None" = None,
+                     dtype: Any = "float32") -> list[NDArray]:
+    """Zero arrays of the given shapes that lie back to back in one buffer, in order (each is
+    an NDArray of its own for the engine). A distributed store reduces such neighbours as one
+    range in a few large calls instead of one call, or one packing copy, per array: what
+    ``gluon.Trainer`` gives its gradients under ``dist_sync`` (PyTorch DDP's
+    ``gradient_as_bucket_view``)."""
+    device = as_device(device)
+    dtype = np.dtype(dtype)
+    shapes = [(s,) if isinstance(s, (int, np.integer)) else tuple(s) for s in shapes]
+    sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
+    arena = device.backend.arena(sum(sizes) * dtype.itemsize)
+    out, offset = [], 0
+    for shape, size in zip(shapes, sizes):
+        array_ = NDArray(device.backend.view(arena, offset, shape, dtype), device)
+        data = array_._data
+
+        def fill(data: Any = data) -> None:
+            data[...] = 0
+
+        get_engine().push(fill, writes=[array_._var], device=device, name="contiguous_zeros")
+        out.append(array_)
+        offset += size * dtype.itemsize
+    return out
+
+
 def zeros_like(other: NDArray) -> NDArray:
     return zeros(other.shape, other.device, other.dtype)
 

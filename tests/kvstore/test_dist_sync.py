@@ -72,6 +72,11 @@ def _check_api(results: list[dict], name: str, workers: int) -> None:
         # the summed values, summed once more over the workers
         assert api["produced"] == pytest.approx(
             [expected[str(k)][1] * workers for k in (0, 1, "big", 3)], rel=1e-12)
+        # keys back to back in one buffer: the same sums, in no more calls than separately
+        ranks_sum = workers * (workers + 1) / 2  # rank r sent arange(n) * (r + 1)
+        assert api["packed"] == pytest.approx([(n - 1) * ranks_sum for n in (5, 1, 300_000,
+                                                                             40_000)], rel=1e-12)
+        assert api["packed_buckets"] <= api["separate_buckets"]
         for i, values in enumerate(api["single"]):
             assert values == [float(sum(rank + i for rank in range(workers)))] * (i + 1)
         assert api["pushed_unchanged"] == [float(r + 1)] * 5
@@ -111,6 +116,8 @@ def test_mlp_on_dist_sync_equals_one_process_on_the_combined_batch(two, four, tm
     reference = common.read_results(str(tmp_path), 1)[0]["mlp"]
     for result in results:
         assert result[how + "_grouped"] is (how == "mlp")
+        if how == "mlp":  # the Trainer laid the gradients back to back in one buffer
+            assert result["mlp_back_to_back"] is True
         got = result[how]  # (a second network in one process numbers its layers further on)
         assert len(got) == len(reference)
         for (name, values), mine in zip(sorted(reference.items()), sorted(got.items())):

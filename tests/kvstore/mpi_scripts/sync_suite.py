@@ -35,6 +35,14 @@ def check_api(kv) -> dict:
     # a group whose arrays are still being computed: it waits for every producer
     produced = [v * 1.0 for v in values]
     kv.pushpull(keys, produced)
+    # arrays back to back in one buffer are reduced as one range (sliced in tiny buckets)
+    packed = pt.nd.contiguous_zeros([(sizes[k],) for k in keys])
+    for k, array_ in zip(keys, packed):
+        array_[:] = pt.nd.array(np.arange(sizes[k], dtype=np.float32) * (r + 1))
+    before = kv.stats["buckets"]
+    kv.pushpull(keys, packed)
+    packed_buckets = kv.stats["buckets"] - before
+    kv.pushpull(keys, [v * 1.0 for v in packed])  # not back to back: one piece per key
     sums = {str(k): [float(v.asnumpy()[0]), float(v.asnumpy()[-1]),
                      float(v.asnumpy().astype(np.float64).sum())] for k, v in zip(keys, values)}
     single = []
@@ -54,6 +62,9 @@ def check_api(kv) -> dict:
     return {"a": a.asnumpy().tolist(),
             "sums": sums,
             "produced": [float(v.asnumpy()[-1]) for v in produced],
+            "packed": [float(v.asnumpy()[-1]) for v in packed],
+            "packed_buckets": packed_buckets,
+            "separate_buckets": kv.stats["buckets"] - before - packed_buckets,
             "single": [s.asnumpy().tolist() for s in single],
             "pushed_unchanged": pushed.asnumpy().tolist(), "pulled": pulled.asnumpy().tolist(),
             "out": out.asnumpy().tolist(), "bytes": data.decode(), "rank": r, "workers": n,
@@ -136,6 +147,9 @@ def check_mlp(kvstore, rank, workers, steps=4, info: dict | None = None) -> dict
         trainer.step(len(x))
     if info is not None:
         info["grouped"] = trainer._grouped
+        grads = [p.list_grad()[0]._data for p in net.collect_params().values()]  # key order
+        ends = [(g.__array_interface__["data"][0], g.nbytes) for g in grads]
+        info["back_to_back"] = all(a + n == b for (a, n), (b, _) in zip(ends, ends[1:]))
     return {name: p.data().asnumpy().tolist() for name, p in
             sorted(net.collect_params().items())}
 
@@ -200,6 +214,7 @@ def main() -> None:
             info = {}
             result[check] = check_mlp(store, rank, workers, info=info)
             result["mlp_grouped"] = info["grouped"]
+            result["mlp_back_to_back"] = info.get("back_to_back")
         elif check == "mlp_by_key":  # buckets smaller than the model: the Trainer pushes
             store_by_key = pt.kv.create("dist_sync", bucket_size_mb=1e-4)  # key by key
             info = {}
