@@ -44,6 +44,8 @@ from portable.errors import PortableError
 from portable.kvstore.comm import import_mpi
 from portable.kvstore.fusion import (DEFAULT_BUCKET_MB, DEFAULT_FUSE_KB, FusionBuffers,
                                      plan_buckets)
+from portable.kvstore.requests import (Countdown, Request, completing, finish, joined_view,
+                                       span_of)
 
 ALLREDUCE, BROADCAST = 0, 1
 KIND_NAMES = ("allreduce", "broadcast")
@@ -55,81 +57,6 @@ _HEADER = 3  # [all ranks joined, no rank has a real request, registered keys]
 def priority_code(priority: int) -> int:
     """1 + a non-negative code that is smaller for a higher priority (MIN picks the most urgent)."""
     return 1 + _PRIORITY_ZERO - max(-_PRIORITY_ZERO + 1, min(_PRIORITY_ZERO - 1, int(priority)))
-
-
-class _Request:
-    __slots__ = ("slot", "key", "priority", "host", "ready_at", "error", "then", "span")
-
-    def __init__(self, slot: int, key: Any, priority: int) -> None:
-        self.slot = slot
-        self.key = key
-        self.priority = priority
-        self.host: np.ndarray | None = None  # flat host view of the data, set when ready
-        self.ready_at: float | None = None
-        self.error: BaseException | None = None
-        self.then: Any = None  # completes the engine op (set when the data is ready)
-        self.span: tuple | None = None  # (owning buffer, first byte, end byte) of host data
-
-
-class _Countdown:
-    """Calls ``then`` once it was called ``count`` times (the requests of one engine op each
-    count down once, from the background thread)."""
-
-    __slots__ = ("count", "then")
-
-    def __init__(self, count: int, then: Any) -> None:
-        self.count = count
-        self.then = then
-
-    def __call__(self) -> None:
-        self.count -= 1
-        if self.count == 0:
-            self.then()
-
-
-def _span(host: np.ndarray) -> tuple | None:
-    """Where ``host`` lies in the buffer that owns its memory: requests of neighbouring keys
-    whose spans touch can be reduced as one range, with no packing copy."""
-    root = host
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    if not root.flags.c_contiguous:
-        return None
-    start = host.__array_interface__["data"][0]
-    return root, start, start + host.nbytes
-
-
-def _joined_view(first: np.ndarray, span: tuple, numel: int) -> np.ndarray:
-    """``numel`` elements of ``first``'s owning buffer, from ``first`` on."""
-    root, start, _ = span
-    offset = start - root.__array_interface__["data"][0]
-    return root.reshape(-1).view(np.uint8)[offset:offset + numel * first.itemsize].view(
-        first.dtype)
-
-
-def _finish(requests: list[_Request], cond: threading.Condition,
-            error: BaseException | None = None) -> None:
-    """Record the requests' outcome and complete their engine ops (outside ``cond``: a
-    completion may start the next op on the array, which takes ``cond``)."""
-    thens = []
-    with cond:
-        for request in requests:
-            request.error = error if error is not None else request.error
-            thens.append(request.then)
-            request.then = None  # (it refers back to the requests: free them without the gc)
-    for then in thens:
-        if then is not None:
-            then()
-
-
-def _completing(step: Any, on_complete: Any) -> None:
-    """Run ``step`` then complete an asynchronous engine op with its outcome."""
-    try:
-        step()
-    except BaseException as exc:  # noqa: BLE001 - handed to the engine's error contract
-        on_complete(exc)
-        return
-    on_complete()
 
 
 class CollectiveQueue:
@@ -160,7 +87,7 @@ class CollectiveQueue:
         self._cond = threading.Condition()
         self._keys: list[tuple[Any, tuple, int, np.dtype]] = []  # index -> key, shape, size, dtype
         self._index: dict[Any, int] = {}
-        self._pending: dict[int, deque[_Request]] = {}
+        self._pending: dict[int, deque[Request]] = {}
         self._ready = 0             # pending requests whose data is ready
         self._real = 0              # pending requests (ready or not)
         self._agreed_keys = 0       # keys every rank registered (from the last round)
@@ -223,7 +150,7 @@ class CollectiveQueue:
             return
         self._push_op(kind, requests, arrays, priority)
 
-    def _request(self, kind: int, key: Any, array: Any, priority: int) -> _Request:
+    def _request(self, kind: int, key: Any, array: Any, priority: int) -> Request:
         index = self._index.get(key)
         if index is None:
             raise PortableError(f"kvstore {self.name}: key {key!r} was not initialised")
@@ -231,9 +158,9 @@ class CollectiveQueue:
         if tuple(array.shape) != shape or array.dtype != dtype:
             raise PortableError(f"kvstore {self.name}: key {key!r} was initialised as "
                                 f"{dtype}{list(shape)}, got {array.dtype}{list(array.shape)}")
-        return _Request(2 * index + kind, key, priority)
+        return Request(2 * index + kind, key, priority)
 
-    def _push_op(self, kind: int, requests: list[_Request], arrays: list, priority: int) -> None:
+    def _push_op(self, kind: int, requests: list[Request], arrays: list, priority: int) -> None:
         """One asynchronous engine op that writes the arrays: later readers are ordered after
         the communication, and no thread blocks per key. Host arrays are reduced in their own
         memory and their op starts in the thread that finished their last producer (the
@@ -257,12 +184,12 @@ class CollectiveQueue:
             if on_device or not all(h.flags.c_contiguous for h in hosts):
                 hosts = [np.ascontiguousarray(h) for h in hosts]
                 done = lambda: engine.push(  # noqa: E731
-                    lambda: _completing(copy_back, on_complete), device=array.device,
+                    lambda: completing(copy_back, on_complete), device=array.device,
                     priority=priority, name=label + ".copy_back")
             else:
                 done = lambda: on_complete(next(  # noqa: E731
                     (r.error for r in requests if r.error is not None), None))
-            countdown = _Countdown(len(requests), done)
+            countdown = Countdown(len(requests), done)
             with self._cond:
                 failure = self._failure  # the thread stopped: nothing would reduce them
                 if failure is None:
@@ -271,7 +198,7 @@ class CollectiveQueue:
                         request.host = host.reshape(-1)
                         request.then = countdown
                         request.ready_at = now
-                        request.span = None if on_device else _span(request.host)
+                        request.span = None if on_device else span_of(request.host)
                     self._ready += len(requests)
                     if self._idle:  # (a thread in its cycle wakes by itself: no hand-off)
                         self._cond.notify()
@@ -478,7 +405,7 @@ class CollectiveQueue:
         first = heads.get(piece[0])
         if first is None:
             return None
-        return _joined_view(first.host, first.span, self._numel(piece))
+        return joined_view(first.host, first.span, self._numel(piece))
 
     def _reduce_run(self, slots: list[int], heads: dict, touching: np.ndarray) -> None:
         if not slots:
@@ -487,7 +414,7 @@ class CollectiveQueue:
         allreduce = self.reducer.allreduce
         joining = not compressing and self.bucket_bytes > 0  # (bucket 0: a call per tensor)
         plan = self._plan(self._pieces(slots, touching) if joining else tuple(slots))
-        reduced: list[_Request] = []
+        reduced: list[Request] = []
         views: dict = {}
 
         def host_of(piece: Any) -> np.ndarray | None:
@@ -541,13 +468,13 @@ class CollectiveQueue:
         self.stats["buckets"] += len(plan)
         self.stats["bytes"] += sum(bucket.nbytes for bucket in plan)
 
-    def _broadcast(self, slot: int, head: _Request | None) -> None:
+    def _broadcast(self, slot: int, head: Request | None) -> None:
         _, _, numel, dtype = self._keys[slot // 2]
         buffer = head.host if head is not None else self._scratch.get(dtype, numel)
         self.reducer.broadcast(buffer, 0)
         self._complete([head] if head is not None else [])
 
-    def _complete(self, heads: list[_Request]) -> None:
+    def _complete(self, heads: list[Request]) -> None:
         """Retire reduced requests (the heads of their slots) and complete their engine ops."""
         if not heads:
             return
@@ -559,7 +486,7 @@ class CollectiveQueue:
             self._completed += len(heads)
             if not self._real:
                 self._cond.notify_all()  # drain()
-        _finish(heads, self._cond)
+        finish(heads, self._cond)
 
     def _finish_join(self) -> None:
         """Every rank joined and nothing is left: agree on the most advanced rank and return."""
@@ -583,4 +510,4 @@ class CollectiveQueue:
             self._pending.clear()
             self._real = self._ready = 0
             self._cond.notify_all()
-        _finish(requests, self._cond, error)
+        finish(requests, self._cond, error)
