@@ -36,7 +36,7 @@ def two(tmp_path_factory):
 def four(tmp_path_factory):
     # tiny buckets: the 300k-element key is cut into 5 slices and small keys are fused;
     # pretend nodes of 2 ranks give the hierarchical store two levels on one machine
-    return _suite(tmp_path_factory, 4, "api,linear,mlp,hier_api,hier_linear,uneven",
+    return _suite(tmp_path_factory, 4, "api,linear,mlp,hier_api,hier_linear,uneven,mixed",
                   env={"PORTABLE_KV_BUCKET_MB": "0.25", "PORTABLE_KV_NODE_SIZE": "2"})
 
 
@@ -122,6 +122,16 @@ def test_mlp_on_dist_sync_equals_one_process_on_the_combined_batch(two, four, tm
         assert len(got) == len(reference)
         for (name, values), mine in zip(sorted(reference.items()), sorted(got.items())):
             np.testing.assert_allclose(mine[1], values, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_random_mixes_of_groups_keys_priorities_and_layouts_sum_exactly(four):
+    for result in four[1]:
+        rounds = result["mixed"]["rounds"]
+        assert len(rounds) == 30
+        for round_, sums in enumerate(rounds):
+            for key, values in sums.items():
+                k = int(key)  # rank r sent (r + 1) * (k + 1) + round_ everywhere
+                assert values == [sum((r + 1) * (k + 1) + round_ for r in range(4))], (round_, k)
 
 
 def test_optimizer_on_the_store_with_states_saved_and_loaded(two):

@@ -154,6 +154,36 @@ def check_mlp(kvstore, rank, workers, steps=4, info: dict | None = None) -> dict
             sorted(net.collect_params().items())}
 
 
+def check_mixed(rank: int) -> dict:
+    """30 seeded rounds of a random subset of 40 keys, pushed as a group, key by key, or key
+    by key in reverse with random priorities, from arrays back to back in one buffer or
+    separate: whatever is fused, joined or sliced, every sum must come out exact."""
+    kv = pt.kv.create("dist_sync", bucket_size_mb=0.01)
+    rng = np.random.default_rng(123)  # the same draws on every rank
+    sizes = [int(s) for s in rng.integers(1, 3000, size=40)]
+    keys = list(range(40))
+    kv.init(keys, [pt.nd.zeros((s,)) for s in sizes])
+    packed = pt.nd.contiguous_zeros([(s,) for s in sizes])
+    separate = [pt.nd.zeros((s,)) for s in sizes]
+    rounds = []
+    for round_ in range(30):
+        mode = int(rng.integers(0, 3))
+        subset = sorted(rng.choice(40, size=int(rng.integers(1, 40)), replace=False).tolist())
+        arrays = packed if rng.integers(0, 2) else separate
+        for k in subset:
+            arrays[k][:] = pt.nd.array(np.full(sizes[k], (rank + 1) * (k + 1) + round_,
+                                               np.float32))
+        if mode == 0:
+            kv.pushpull(subset, [arrays[k] for k in subset])
+        else:
+            order = subset if mode == 1 else subset[::-1]
+            for k in order:
+                kv.pushpull(k, arrays[k], priority=-k if mode == 1 else int(rng.integers(-5, 5)))
+        rounds.append({str(k): [float(x) for x in np.unique(arrays[k].asnumpy())]
+                       for k in subset})
+    return {"sizes": sizes, "rounds": rounds}
+
+
 def check_compress(kind: str, rank: int) -> dict:
     kv = pt.kv.create("dist_sync")
     kv.set_gradient_compression({"type": kind} if kind == "fp16" else
@@ -226,6 +256,8 @@ def main() -> None:
             result[check] = check_api(pt.kv.create("dist_sync_hierarchical"))
         elif check == "uneven":
             result[check] = check_uneven(store, rank, workers)
+        elif check == "mixed":
+            result[check] = check_mixed(rank)
         elif check in ("2bit", "fp16"):
             result[check] = check_compress(check, rank)
         elif check == "store_update":
