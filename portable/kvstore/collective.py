@@ -281,16 +281,18 @@ class CollectiveQueue:
         try:
             while True:
                 with self._cond:
+                    waited = not (self._ready or self._joined)
                     self._idle = True
                     while not self._stopped and not (self._ready or self._joined):
                         self._cond.wait()
                     self._idle = False
-                    # One round per cycle (Horovod's cycle time): what becomes ready meanwhile
-                    # joins the round, in fewer and larger buckets, and a program thread that
-                    # is still pushing keeps the interpreter instead of handing it over at
-                    # every request.
+                    # Back to back rounds, one per cycle at most (Horovod's cycle time): what
+                    # becomes ready meanwhile joins the round, in fewer and larger buckets, and
+                    # a program thread that is still pushing keeps the interpreter instead of
+                    # handing it over at every request. A thread that was idle goes at once:
+                    # nothing was left from the last round.
                     rest = self._last_round + self.cycle_s - time.monotonic()
-                    if rest > 0 and not self._stopped:
+                    if rest > 0 and not waited and not self._stopped:
                         self._cond.wait(rest)
                     if self._stopped:
                         return
