@@ -10,12 +10,7 @@ import pytest
 from portable.engine import INLINE
 from portable.errors import EngineError
 from tests.engine._deadline import deadline
-
-ENGINES = [
-    pytest.param("naive", {}, id="naive"),
-    pytest.param("threaded", {"cpu_workers": 1}, id="threaded-1worker"),
-    pytest.param("threaded", {"cpu_workers": 2}, id="threaded-2workers"),
-]
+from tests.engine._engines import ENGINES
 
 
 @pytest.mark.parametrize("kind, options", ENGINES)
