@@ -14,12 +14,17 @@ and the phases are interleaved round by round so that they share the machine's n
 * ``dist``: every rank trains with ``dist_sync`` (a model that fits one fusion bucket is sent
   as one group after backward; a larger one, or ``--bucket-mb`` smaller than the model, key by
   key, overlapping backward);
-* ``comm``: every rank only synchronises the gradients, as ``Trainer.step`` does (no compute).
+* ``comm``: every rank only synchronises the gradients, as ``Trainer.step`` does (no compute);
+* ``raw``: the peer: the same training with the gradients summed by hand-written ``mpi4py``
+  (wait for backward, one ``Allreduce`` of the packed gradients, unpack, update), the usual
+  blocking data-parallel loop with no store, no engine op and no background thread.
 
 Each rank is bound to a core of its own when there are enough (Open MPI). Efficiency =
 throughput(dist) / (N * throughput(single)). It counts two losses: contention
 (N ranks sharing the machine's cores, memory and caches: compute over single) and
-communication (dist over compute); ``compute_over_dist`` isolates the second. Hidden
+communication (dist over compute); ``compute_over_dist`` isolates the second, and
+``dist_over_raw`` compares the store with the hand-written loop (above 1: the store is
+faster). Hidden
 communication = compute + comm - dist (per step), as a share of comm. Imperative (not
 hybridized) models are the default: their backward is one engine op per layer, so key-by-key
 communication of the last layers can start early; a hybridized backward is one op and hides
@@ -78,6 +83,22 @@ def worker(models: list[str], batch: int, steps: int, rounds: int, hybridize: bo
             trainer.step(global_batch)
         pt.nd.waitall()
 
+    def train_by_hand(net, trainer, global_batch: int) -> None:
+        grads = [p.list_grad()[0] for p in net.collect_params().values()]
+        packed = np.empty(sum(g.size for g in grads), np.float32)
+        for rows in batches:
+            with pt.autograd.record():
+                loss = loss_fn(net(pt.nd.array(x[rows])), pt.nd.array(y[rows]))
+            loss.backward()
+            np.concatenate([g.asnumpy().reshape(-1) for g in grads], out=packed)
+            comm.Allreduce(MPI.IN_PLACE, packed, op=MPI.SUM)
+            at = 0
+            for g in grads:
+                g[:] = packed[at:at + g.size].reshape(g.shape)
+                at += g.size
+            trainer.update(global_batch)
+        pt.nd.waitall()
+
     def slowest(seconds: float) -> float:
         out = np.zeros(1)
         comm.Allreduce(np.array([seconds]), out, op=MPI.MAX)
@@ -89,8 +110,10 @@ def worker(models: list[str], batch: int, steps: int, rounds: int, hybridize: bo
         store = pt.kv.create("dist_sync", bucket_size_mb=bucket_mb)
         local_net, local_trainer = build(name, "local")
         dist_net, dist_trainer = build(name, store)
+        raw_net, raw_trainer = build(name, "local")
         train(dist_net, dist_trainer, batch * workers)  # warm up (and init the keys)
         train(local_net, local_trainer, batch)
+        train_by_hand(raw_net, raw_trainer, batch * workers)
         grads = [p.list_grad()[0] for p in dist_net.collect_params().values()]
 
         def comm_only() -> None:
@@ -102,18 +125,22 @@ def worker(models: list[str], batch: int, steps: int, rounds: int, hybridize: bo
                   else None,
                   "compute": lambda: train(local_net, local_trainer, batch),
                   "dist": lambda: train(dist_net, dist_trainer, batch * workers),
-                  "comm": comm_only}
+                  "comm": comm_only,
+                  "raw": lambda: train_by_hand(raw_net, raw_trainer, batch * workers)}
         samples: dict[str, list[float]] = {phase: [] for phase in phases}
-        dist_rounds = 0  # negotiation rounds of the store during the dist phase
+        counted = ("rounds", "speculated", "worker_rounds")
+        dist_counts = dict.fromkeys(counted, 0)  # the store's rounds during the dist phase
         for _ in range(rounds):
             for phase, run in phases.items():
                 kv.barrier()
-                before = store.stats["rounds"]
+                before = store.stats
                 start = time.perf_counter()
                 run()
                 samples[phase].append(slowest(time.perf_counter() - start) / steps)
                 if phase == "dist":
-                    dist_rounds += store.stats["rounds"] - before
+                    after = store.stats
+                    for key in counted:
+                        dist_counts[key] += after[key] - before[key]
         per_step = {phase: statistics.median(values) for phase, values in samples.items()}
         single_rate = batch / per_step["single"]
         dist_rate = batch * workers / per_step["dist"]
@@ -127,7 +154,14 @@ def worker(models: list[str], batch: int, steps: int, rounds: int, hybridize: bo
                                                     3),
             "compute_over_dist": round(per_step["compute"] / per_step["dist"], 3),
             "comm_seconds_per_step": round(per_step["comm"], 6),
-            "collective_rounds_per_step": round(dist_rounds / (rounds * steps), 2),
+            "collective_rounds_per_step": round(dist_counts["rounds"] / (rounds * steps), 2),
+            "guessed_round_fraction": round(dist_counts["speculated"]
+                                            / max(1, dist_counts["rounds"]), 3),
+            "worker_round_fraction": round(dist_counts["worker_rounds"]
+                                           / max(1, dist_counts["rounds"]), 3),
+            "raw_mpi4py_scaling_efficiency": round(
+                batch * workers / per_step["raw"] / (workers * single_rate), 3),
+            "dist_over_raw": round(per_step["raw"] / per_step["dist"], 3),
             "gradients_as_one_group": bool(dist_trainer._grouped),
             "comm_hidden_seconds_per_step": round(hidden, 6),
             "comm_hidden_fraction": round(min(1.0, hidden / per_step["comm"]), 3),

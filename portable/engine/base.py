@@ -42,7 +42,8 @@ _var_ids = itertools.count()
 # The device of ops started by the thread that makes them ready (the pusher, or whichever
 # thread finished the op's last dependency) instead of by a worker: for ops that only hand
 # their data to another thread (a communication queue) and would cost more in thread hops
-# than in work. Such an ``fn`` must return quickly and never block.
+# than in work. Such an ``fn`` must return quickly and never block, except where
+# ``Engine.idle_worker()`` says that its thread has nothing else to do.
 INLINE = "engine:inline"
 
 
@@ -250,6 +251,13 @@ class Engine(ABC):
     @abstractmethod
     def pending(self) -> list[PendingOp]:
         """Snapshot every pushed op that has not finished, oldest first (to diagnose hangs)."""
+
+    def idle_worker(self) -> bool:
+        """Whether the calling thread is one of this engine's workers and no other ready op
+        waits for its pool: such a thread may block on outside work (a collective that every
+        rank must join) without holding up the engine's. False on any other thread (the
+        program's keeps pushing) and on engines without workers."""
+        return False
 
     def shutdown(self, wait: bool = True) -> None:
         """Release the engine's threads, if any. The default engine needs none.

@@ -156,7 +156,7 @@ class ThreadedEngine(Engine):
         self._num_pending = 0            # unfinished user ops (what back-pressure bounds)
         self._push_waiters = 0
         self._failures: list[tuple[int, OpFailure]] = []  # (seq, failure) since last wait_all
-        self._local = threading.local()       # .in_op is True on this engine's workers
+        self._local = threading.local()       # .in_op, .queue: set on this engine's workers
         self._inline: list[_Op] = []          # ready INLINE ops not started yet
         self._stopped = False
 
@@ -264,6 +264,14 @@ class ThreadedEngine(Engine):
             self._submit(_Op(None, f"delete_var({var.name!r})", (), (), (var,), None, 0,
                              _DELETE))
         self._run_inline()
+
+    def idle_worker(self) -> bool:
+        """True on a worker whose pool has no ready op waiting; see :meth:`Engine.idle_worker`."""
+        queue = getattr(self._local, "queue", None)
+        if queue is None:
+            return False
+        with self._lock:
+            return not queue.heap and not self._inline
 
     def pending(self) -> list[PendingOp]:
         """Every unfinished op (including waits and deletes), oldest first, with the vars
@@ -424,6 +432,7 @@ class ThreadedEngine(Engine):
     def _work(self, queue: _DeviceQueue) -> None:
         """Worker loop: pop the best ready op, run it, record its outcome, repeat."""
         self._local.in_op = True
+        self._local.queue = queue
         op: _Op | None = None
         failure: OpFailure | None = None
         while True:

@@ -1,30 +1,38 @@
-"""Collective requests pushed to the engine and carried out, fused and prioritised, by one
-background thread per store (Horovod's design on MPI, with MXNet's engine as the front end).
+"""Collective requests pushed to the engine and carried out, fused and prioritised, in rounds
+that every rank runs in the same order (Horovod's design on MPI, with MXNet's engine as the
+front end).
 
 A request (allreduce or broadcast of one key's array) becomes one asynchronous engine op
 (``push_async``) that writes the array. It starts as soon as the array's producer (e.g. the
 backward op of that layer) finished, in the thread that finished it (the ``INLINE`` device: a
-host array needs no worker, so no thread hop), and only tells the background thread that the
-data is ready; the background thread completes it once the array is reduced. Every later
-reader of the array is thereby ordered after the communication by the engine's variables, and
-no thread blocks per key.
+host array needs no worker, so no thread hop), and marks the data ready; the op completes once
+the array is reduced. Every later reader of the array is thereby ordered after the
+communication by the engine's variables, and no thread blocks per key.
 
-Stages of one round of the background thread:
+Who runs a round: the queue's background thread, woken by a ready request; or, when that
+thread sleeps and the request was made ready by an engine worker with nothing else queued
+(``Engine.idle_worker``: typically the worker that finished backward, whose next ops all wait
+for the reduced gradients), that worker, which saves two thread hand-offs per round. A lock
+keeps one round at a time.
 
-1. **negotiate**: one tiny ``Allreduce(MIN)`` of a vector with, per (key, kind) slot, 0 (not
-   ready here), ``PHANTOM`` (this rank joined and has nothing to send: it contributes zeros)
-   or ``1 + code(priority)`` (ready). A slot is agreed when its minimum is not 0; the minimum
-   also carries the priority. The header says whether every rank joined, whether any rank
-   still has a real request, and how many keys every rank registered (the next vector's size);
+Stages of one round:
+
+1. **negotiate**: one tiny ``Allreduce(MIN)`` of every rank's vector
+   (:mod:`portable.kvstore.negotiation`): which (key, kind) slots are ready, with what
+   priority, and which keys lie back to back in one buffer on every rank;
 2. **plan**: the agreed slots, sorted by (priority, slot), are fused into buckets and large
-   tensors sliced (:mod:`portable.kvstore.fusion`);
+   tensors sliced (:mod:`portable.kvstore.fusion`), runs of touching keys in place;
 3. **reduce** each bucket with the reducer (flat ``Allreduce``, two-level, or compressed), then
-   complete its requests, which releases their ``wait`` ops.
+   complete its requests, which releases the ops that wait for them.
 
-Invariants: the agreed set, the plan and the collective calls are functions of the negotiation
-result only, so every rank calls the same collectives in the same order whatever the timing;
-a rank negotiates only when it has a ready request or joined, so an idle rank costs nothing;
-requests of the same slot complete in push order.
+Once two negotiations in a row agreed on the same small set (a training loop's gradients), the
+next round skips stage 1 and guesses that set: one collective carries the data and a verdict
+(:mod:`portable.kvstore.speculation`); a wrong guess is dropped and negotiated.
+
+Invariants: the agreed set, the plan, the guess and the collective calls are functions of
+agreed results only, so every rank calls the same collectives in the same order whatever the
+timing; a rank takes part in a round only when it has a ready request or joined, so an idle
+rank costs nothing; requests of the same slot complete in push order.
 
 Example (one process; under ``mpiexec`` every rank runs the same code):
     >>> q = CollectiveQueue(comm, watchdog, FlatReducer(comm), "dist_sync")   # doctest: +SKIP
@@ -44,19 +52,12 @@ from portable.errors import PortableError
 from portable.kvstore.comm import import_mpi
 from portable.kvstore.fusion import (DEFAULT_BUCKET_MB, DEFAULT_FUSE_KB, FusionBuffers,
                                      plan_buckets)
+from portable.kvstore.negotiation import ALLREDUCE, BROADCAST, pieces, read, vector_of
 from portable.kvstore.requests import (Countdown, Request, completing, finish, joined_view,
                                        span_of)
+from portable.kvstore.speculation import Guess
 
-ALLREDUCE, BROADCAST = 0, 1
 KIND_NAMES = ("allreduce", "broadcast")
-PHANTOM = np.iinfo(np.int32).max
-_PRIORITY_ZERO = 1 << 29
-_HEADER = 3  # [all ranks joined, no rank has a real request, registered keys]
-
-
-def priority_code(priority: int) -> int:
-    """1 + a non-negative code that is smaller for a higher priority (MIN picks the most urgent)."""
-    return 1 + _PRIORITY_ZERO - max(-_PRIORITY_ZERO + 1, min(_PRIORITY_ZERO - 1, int(priority)))
 
 
 class CollectiveQueue:
@@ -102,7 +103,10 @@ class CollectiveQueue:
         self._buffers = FusionBuffers()
         self._scratch = FusionBuffers()
         self._plans: dict[tuple[int, ...], list] = {}
-        self.stats = {"rounds": 0, "buckets": 0, "bytes": 0, "busy_s": 0.0}
+        self._guess = Guess(self.bucket_bytes)
+        self._round_lock = threading.Lock()  # one round at a time, by whichever thread
+        self.stats = {"rounds": 0, "speculated": 0, "missed": 0, "worker_rounds": 0,
+                      "buckets": 0, "bytes": 0, "busy_s": 0.0}
         self._thread = threading.Thread(target=self._loop, daemon=True,
                                         name=f"portable-kv-{name}")
         self._thread.start()
@@ -179,8 +183,10 @@ class CollectiveQueue:
 
         def start(on_complete: Any) -> None:
             # Runs once the arrays' producers finished: hand the data to the background
-            # thread, which completes the op after reducing every array.
+            # thread, which completes the op after reducing every array; or, in an engine
+            # worker with nothing else to do, run the round right here (no thread hop).
             hosts = [np.asarray(a.device.backend.to_numpy(a._data)) for a in arrays]
+            free = engine.idle_worker()
             if on_device or not all(h.flags.c_contiguous for h in hosts):
                 hosts = [np.ascontiguousarray(h) for h in hosts]
                 done = lambda: engine.push(  # noqa: E731
@@ -200,10 +206,13 @@ class CollectiveQueue:
                         request.ready_at = now
                         request.span = None if on_device else span_of(request.host)
                     self._ready += len(requests)
-                    if self._idle:  # (a thread in its cycle wakes by itself: no hand-off)
+                    here = free and self._idle
+                    if self._idle and not here:  # (a thread in its cycle wakes by itself)
                         self._cond.notify()
             if failure is not None:
                 on_complete(failure)
+            elif here:
+                self._round_here()
 
         def copy_back() -> None:
             (request,) = requests
@@ -276,8 +285,9 @@ class CollectiveQueue:
                        for q in self._pending.values() for r in q]
             return {"store": self.name, "joined": self._joined, "pending": pending}
 
-    # -- the background thread -------------------------------------------------------------
+    # -- rounds ----------------------------------------------------------------------------
     def _loop(self) -> None:
+        """The queue's thread: a round whenever a request is ready or the rank joined."""
         try:
             while True:
                 with self._cond:
@@ -296,62 +306,82 @@ class CollectiveQueue:
                         self._cond.wait(rest)
                     if self._stopped:
                         return
-                    vector = self._vector()
-                self.comm.Allreduce(self.MPI.IN_PLACE, vector, op=self.MPI.MIN)
-                self._last_round = time.monotonic()
-                self.stats["rounds"] += 1
-                self._process(vector)
+                self._round(block=True)
         except BaseException as exc:  # noqa: BLE001 - fail every waiter instead of hanging
             self._fail(exc)
 
-    def _vector(self) -> np.ndarray:
-        """This rank's negotiation vector (called with the lock held)."""
-        keys = self._agreed_keys
-        slots = 2 * keys
-        vector = np.zeros(_HEADER + slots + keys, np.int32)
-        vector[0] = 1 if self._joined else 0
-        vector[1] = 0 if self._real else 1
-        vector[2] = len(self._keys)
-        for slot in range(slots):
-            queue = self._pending.get(slot)
-            head = queue[0] if queue else None
-            if head is not None:
-                vector[_HEADER + slot] = (priority_code(head.priority)
-                                          if head.ready_at is not None else 0)
-            elif self._joined and not (slot % 2 == BROADCAST and self.comm.Get_rank() == 0):
-                # (rank 0, the source of broadcasts, cannot stand in with zeros)
-                vector[_HEADER + slot] = PHANTOM  # a joined rank takes part with zeros
-        if self.reducer.compressor is None:  # (compression keeps residuals per key)
-            for key in range(keys - 1):
-                vector[_HEADER + slots + key] = self._touches(2 * key, 2 * key + 2)
-        return vector
+    def _round_here(self) -> None:
+        """One round in this thread (an idle engine worker that made a request ready while
+        the queue's thread slept): the worker would only wait for the reduced data anyway,
+        and the round costs no hand-off to a thread that must first win the interpreter.
+        What is left afterwards goes to the queue's thread."""
+        try:
+            ran = self._round(block=False, here=True)
+        except BaseException as exc:  # noqa: BLE001 - fail every waiter instead of hanging
+            self._fail(exc)
+            return
+        with self._cond:
+            if (self._ready or not ran) and self._idle:
+                self._cond.notify()
 
-    def _touches(self, slot: int, after: int) -> int:
-        """1 if this rank's ready requests of ``slot`` and ``after`` lie back to back in one
-        buffer, or if it has neither and stands in with zeros (called with the lock held)."""
-        first, second = self._pending.get(slot), self._pending.get(after)
-        if not first and not second:
-            return 1 if self._joined else 0
-        if not first or not second:
-            return 0
-        a, b = first[0].span, second[0].span
-        return int(a is not None and b is not None and a[0] is b[0] and a[2] == b[1]
-                   and first[0].host.dtype == second[0].host.dtype)
+    def _round(self, block: bool, here: bool = False) -> bool:
+        """Negotiate and reduce once, or speculate (:mod:`portable.kvstore.speculation`).
+        Returns False when another thread holds the round (``block=False`` only)."""
+        if not self._round_lock.acquire(blocking=block):
+            return False
+        try:
+            with self._cond:
+                if self._stopped or not (self._ready or self._joined):
+                    return True  # (another thread's round took them)
+                self.stats["worker_rounds"] += here
+                if self._guess.slots is not None:
+                    heads = self._guess.heads(self._pending, self._joined)
+                    vector = None
+                else:
+                    vector = vector_of(self._agreed_keys, self._pending, self._joined,
+                                       self._real > 0, len(self._keys),
+                                       self.comm.Get_rank() == 0,
+                                       self.reducer.compressor is None)
+            if vector is None:
+                self._speculate(heads)
+                return True
+            self.comm.Allreduce(self.MPI.IN_PLACE, vector, op=self.MPI.MIN)
+            self._last_round = time.monotonic()
+            self.stats["rounds"] += 1
+            self._process(vector)
+            return True
+        finally:
+            self._round_lock.release()
+
+    def _speculate(self, heads: list[Request | None] | None) -> None:
+        """A round that guesses the last agreement: one collective with the data and the
+        verdict; a wrong guess costs that call and a negotiated round after it."""
+        buffer = self._guess.pack(heads, self._keys)
+        self.reducer.allreduce(buffer, [])
+        self._last_round = time.monotonic()
+        self.stats["rounds"] += 1
+        if heads is None or not self._guess.held(buffer, self.comm.Get_size()):
+            self.stats["missed"] += 1
+            self._guess.drop()
+            return
+        self.stats["speculated"] += 1
+        self.stats["bytes"] += buffer.nbytes
+        self._guess.unpack(buffer, heads, self._keys)
+        self._complete([head for head in heads if head is not None])
 
     def _process(self, vector: np.ndarray) -> None:
-        all_joined, nobody_real = vector[0] == 1, vector[1] == 1
-        self._agreed_keys = int(vector[2])
-        if all_joined and nobody_real:
+        """Reduce and broadcast what a negotiation agreed on, most urgent first."""
+        agreement = read(vector)
+        self._agreed_keys = agreement.keys
+        if agreement.all_joined and agreement.nobody_real:
             self._finish_join()
             return
-        slots = 2 * (len(vector) - _HEADER) // 3
-        codes = vector[_HEADER:_HEADER + slots]
-        touching = vector[_HEADER + slots:]  # per key: every rank has it back to back with the next
-        agreed = [(int(codes[s]), s) for s in np.flatnonzero((codes > 0) & (codes < PHANTOM))]
+        agreed, touching = agreement.agreed, agreement.touching
+        self._guess.observe(tuple(sorted(s for _, s in agreed)), self._keys,
+                            self.reducer.compressor is not None)
         if not agreed:
             return
         started = time.perf_counter()
-        agreed.sort()
         with self._cond:
             heads = {s: self._pending[s][0] for _, s in agreed
                      if self._pending.get(s) and self._pending[s][0].ready_at is not None}
@@ -384,21 +414,6 @@ class CollectiveQueue:
             return sum(self._keys[s // 2][2] for s in piece)
         return self._keys[piece // 2][2]
 
-    @staticmethod
-    def _pieces(slots: list[int], touching: np.ndarray) -> tuple:
-        """Join runs of consecutive keys that every rank has back to back in one buffer: one
-        range, sliced into buckets in place, instead of tensors packed or sent one by one."""
-        pieces: list = []
-        group = [slots[0]]
-        for slot in slots[1:]:
-            if slot == group[-1] + 2 and touching[group[-1] // 2]:
-                group.append(slot)
-                continue
-            pieces.append(group[0] if len(group) == 1 else tuple(group))
-            group = [slot]
-        pieces.append(group[0] if len(group) == 1 else tuple(group))
-        return tuple(pieces)
-
     def _host(self, piece: Any, heads: dict) -> np.ndarray | None:
         """This rank's data of a piece (None: it stands in with zeros)."""
         if not isinstance(piece, tuple):
@@ -415,7 +430,7 @@ class CollectiveQueue:
         compressing = self.reducer.compressor is not None
         allreduce = self.reducer.allreduce
         joining = not compressing and self.bucket_bytes > 0  # (bucket 0: a call per tensor)
-        plan = self._plan(self._pieces(slots, touching) if joining else tuple(slots))
+        plan = self._plan(pieces(slots, touching) if joining else tuple(slots))
         reduced: list[Request] = []
         views: dict = {}
 
@@ -444,10 +459,10 @@ class CollectiveQueue:
                     else:
                         target[:] = 0
             # phantom pieces (None) keep no compression residual
-            pieces = [(seg.slot if seg.slot in heads else None, self._keys[seg.slot // 2][2],
-                       seg.start, seg.offset, seg.size)
-                      for seg in segments] if compressing else []
-            allreduce(buffer, pieces)
+            residuals = [(seg.slot if seg.slot in heads else None, self._keys[seg.slot // 2][2],
+                          seg.start, seg.offset, seg.size)
+                         for seg in segments] if compressing else []
+            allreduce(buffer, residuals)
             if not bucket.in_place:
                 for seg in segments:
                     host = host_of(seg.slot)

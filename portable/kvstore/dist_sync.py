@@ -82,7 +82,9 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
 
     @property
     def stats(self) -> dict:
-        """Communication counters: negotiation rounds, buckets, bytes reduced, busy seconds."""
+        """Communication counters: ``rounds`` (of which ``speculated`` guessed right and
+        ``missed`` guessed wrong; ``worker_rounds`` ran in an engine worker), ``buckets``,
+        ``bytes`` reduced, ``busy_s`` (seconds reducing what negotiations agreed on)."""
         return dict(self._queue.stats)
 
     # -- pipeline hooks ------------------------------------------------------------------------

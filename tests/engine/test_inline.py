@@ -112,3 +112,48 @@ def test_inline_failures_follow_the_error_contract(make_engine, kind, options) -
 
 def _thread() -> str:
     return threading.current_thread().name
+
+
+@pytest.mark.parametrize("kind, options", ENGINES)
+@deadline(10)
+def test_the_program_thread_is_never_an_idle_worker(make_engine, kind, options) -> None:
+    """It keeps pushing the program's ops: blocking it on a collective would stall them."""
+    eng = make_engine(kind, **options)
+    x = eng.new_var("x")
+    seen: list[bool] = []
+    eng.push(lambda: seen.append(eng.idle_worker()), writes=[x], device=INLINE, name="check")
+    eng.wait_all()
+    assert seen == [False] and eng.idle_worker() is False
+
+
+@deadline(10)
+def test_a_worker_is_idle_only_while_no_ready_op_waits_for_its_pool(make_engine) -> None:
+    eng = make_engine("threaded", cpu_workers=1)
+    x, y, z = eng.new_var("x"), eng.new_var("y"), eng.new_var("z")
+    release = threading.Event()
+    seen: dict[str, bool] = {}
+    eng.push(lambda: (release.wait(5), seen.update(busy=eng.idle_worker())), writes=[x],
+             name="first")
+    eng.push(lambda: None, writes=[y], name="queued_behind_it")  # ready, waits for the worker
+    release.set()
+    eng.wait_all()
+    eng.push(lambda: seen.update(alone=eng.idle_worker()), writes=[z], name="alone")
+    eng.wait_all()
+    assert seen == {"busy": False, "alone": True}
+
+
+@deadline(10)
+def test_an_inline_op_readied_by_a_worker_with_nothing_queued_sees_it_idle(make_engine) -> None:
+    """The case the collective queue runs a round in: the worker that finished the last
+    producer, whose next ops all wait for the hand-off."""
+    eng = make_engine("threaded", cpu_workers=1)
+    x, y = eng.new_var("x"), eng.new_var("y")
+    release = threading.Event()
+    seen: list[tuple[str, bool]] = []
+    eng.push(lambda: release.wait(5), writes=[x], name="producer")
+    eng.push(lambda: seen.append((_thread(), eng.idle_worker())), reads=[x], writes=[x],
+             device=INLINE, name="hand_off")
+    eng.push(lambda: None, reads=[x], writes=[y], name="consumer")  # waits for the hand-off
+    release.set()
+    eng.wait_all()
+    assert len(seen) == 1 and seen[0][0].startswith("portable-engine-cpu") and seen[0][1]

@@ -29,14 +29,15 @@ def _suite(tmp_path_factory, workers: int, checks: str, env: dict | None = None)
 def two(tmp_path_factory):
     # hier_api here: the ranks sharing memory (all of them) form one node
     return _suite(tmp_path_factory, 2,
-                  "api,linear,mlp,mlp_by_key,uneven,2bit,fp16,checkpoint,store_update,hier_api")
+                  "api,linear,mlp,mlp_by_key,uneven,2bit,fp16,checkpoint,store_update,hier_api,"
+                  "speculate")
 
 
 @pytest.fixture(scope="module")
 def four(tmp_path_factory):
     # tiny buckets: the 300k-element key is cut into 5 slices and small keys are fused;
     # pretend nodes of 2 ranks give the hierarchical store two levels on one machine
-    return _suite(tmp_path_factory, 4, "api,linear,mlp,hier_api,hier_linear,uneven,mixed",
+    return _suite(tmp_path_factory, 4, "api,linear,mlp,hier_api,hier_linear,uneven,mixed,speculate",
                   env={"PORTABLE_KV_BUCKET_MB": "0.25", "PORTABLE_KV_NODE_SIZE": "2"})
 
 
@@ -133,6 +134,36 @@ def test_random_mixes_of_groups_keys_priorities_and_layouts_sum_exactly(four):
                 k = int(key)  # rank r sent (r + 1) * (k + 1) + round_ everywhere
                 assert values == [sum((r + 1) * (k + 1) + round_ for r in range(4))], (round_, k)
 
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_repeated_groups_are_guessed_in_one_collective_and_sum_exactly(two, four, workers):
+    """Phases (see check_speculate): 10 rounds of one group (2 negotiated, 8 guessed); a
+    smaller group 3 times then another (the old guess misses twice, the new one holds once);
+    one key made ready by a worker; the group twice (armed again); then only rank 0 pushes 3
+    more while the others joined."""
+    _, results = two if workers == 2 else four
+    rounds = ([([0, 1, 2, 3], r) for r in range(10)]
+              + [([0, 1], r) for r in range(3)] + [([2, 3], 3), ([0, 1], 4)]
+              + [([0, 1, 2, 3], r) for r in range(2)])
+    for rank, result in enumerate(results):
+        got = result["speculate"]
+        mine = rounds + ([([0, 1, 2, 3], 100 + r) for r in range(3)] if rank == 0 else [])
+        assert len(got["sums"]) == len(mine)
+        for (keys, round_), sums in zip(mine, got["sums"]):
+            senders = range(workers) if round_ < 100 else [0]
+            for k in keys:  # rank r sent (r + 1) * (k + 1) + round_ everywhere
+                assert sums[str(k)] == [sum((r + 1) * (k + 1) + round_ for r in senders)], \
+                    (rank, round_, k)
+        expected = [{"speculated": 8, "missed": 0}, {"speculated": 1, "missed": 2},
+                    {"speculated": 0, "missed": 0}]
+        if rank == 0:
+            expected.append({"speculated": 3, "missed": 0})
+        assert got["stats"] == expected
+        assert got["root"] == 0
+        # a slow producer on the engine's worker: that worker reduced its output itself
+        assert got["late"] == [workers * (workers + 1) / 2]
+        assert got["worker_rounds"] >= 1
 
 def test_optimizer_on_the_store_with_states_saved_and_loaded(two):
     expected = linear_reference(2, [4, 4])

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from portable.kvstore.collective import PHANTOM, priority_code
+from portable.kvstore.negotiation import PHANTOM, priority_code
 from portable.kvstore.fusion import FusionBuffers, pack, plan_buckets, unpack
 
 

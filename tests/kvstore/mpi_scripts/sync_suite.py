@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
@@ -17,6 +18,7 @@ import numpy as np  # noqa: E402
 
 import portable as pt  # noqa: E402
 from portable import distributed, gluon  # noqa: E402
+from portable.engine import get_engine  # noqa: E402
 from portable.gluon import Parameter, Trainer  # noqa: E402
 
 
@@ -184,6 +186,48 @@ def check_mixed(rank: int) -> dict:
     return {"sizes": sizes, "rounds": rounds}
 
 
+def check_speculate(rank: int, workers: int) -> dict:
+    """Groups of keys pushed round after round: after two negotiated rounds the store guesses
+    the set (one collective per round); a different set makes the guess miss; a rank that
+    joined stands in with zeros for a guessed set. Every sum must be exact throughout."""
+    kv = pt.kv.create("dist_sync")
+    sizes = [3, 1000, 7, 500]
+    kv.init(list(range(4)), [pt.nd.zeros((n,)) for n in sizes])
+    pt.nd.waitall()  # (the init broadcasts agree apart from the first group)
+    out: dict = {"sums": [], "stats": []}
+
+    def push(keys: list[int], round_: int) -> None:
+        arrays = [pt.nd.array(np.full(sizes[k], (rank + 1) * (k + 1) + round_, np.float32))
+                  for k in keys]
+        kv.pushpull(keys, arrays)
+        out["sums"].append({str(k): np.unique(a.asnumpy()).tolist()
+                            for k, a in zip(keys, arrays)})
+
+    def phase(pushes: list[tuple[list[int], int]]) -> None:
+        before = kv.stats
+        for keys, round_ in pushes:
+            push(keys, round_)
+        pt.nd.waitall()
+        after = kv.stats
+        out["stats"].append({k: after[k] - before[k] for k in ("speculated", "missed")})
+
+    phase([([0, 1, 2, 3], r) for r in range(10)])          # 2 negotiated, then 8 guessed
+    phase([([0, 1], r) for r in range(3)] + [([2, 3], 3), ([0, 1], 4)])  # 1 held, 2 missed
+    # data made ready by an engine worker with nothing else queued: it runs the round itself
+    before = kv.stats["worker_rounds"]
+    late = pt.nd.array(np.full(sizes[0], rank + 1, np.float32))
+    get_engine().push(lambda: time.sleep(0.05), reads=[late._var], writes=[late._var],
+                      name="slow_producer")
+    kv.pushpull(0, late)
+    out["late"] = np.unique(late.asnumpy()).tolist()  # (waits for the round)
+    out["worker_rounds"] = kv.stats["worker_rounds"] - before
+    phase([([0, 1, 2, 3], r) for r in range(2)])           # arm the guess again
+    if rank == 0:                                          # the others joined: zeros
+        phase([([0, 1, 2, 3], 100 + r) for r in range(3)])
+    out["root"] = kv.join()
+    return out
+
+
 def check_compress(kind: str, rank: int) -> dict:
     kv = pt.kv.create("dist_sync")
     kv.set_gradient_compression({"type": kind} if kind == "fp16" else
@@ -258,6 +302,8 @@ def main() -> None:
             result[check] = check_uneven(store, rank, workers)
         elif check == "mixed":
             result[check] = check_mixed(rank)
+        elif check == "speculate":
+            result[check] = check_speculate(rank, workers)
         elif check in ("2bit", "fp16"):
             result[check] = check_compress(check, rank)
         elif check == "store_update":
