@@ -50,11 +50,10 @@ import numpy as np
 from portable.engine import INLINE, get_engine
 from portable.errors import PortableError
 from portable.kvstore.comm import import_mpi
-from portable.kvstore.fusion import (DEFAULT_BUCKET_MB, DEFAULT_FUSE_KB, FusionBuffers,
-                                     plan_buckets)
-from portable.kvstore.negotiation import ALLREDUCE, BROADCAST, pieces, read, vector_of
-from portable.kvstore.requests import (Countdown, Request, completing, finish, joined_view,
-                                       span_of)
+from portable.kvstore.fusion import DEFAULT_BUCKET_MB, DEFAULT_FUSE_KB
+from portable.kvstore.negotiation import ALLREDUCE, BROADCAST, read, vector_of
+from portable.kvstore.requests import Countdown, Request, completing, finish, span_of
+from portable.kvstore.runs import RunReducer
 from portable.kvstore.speculation import Guess
 
 KIND_NAMES = ("allreduce", "broadcast")
@@ -100,13 +99,12 @@ class CollectiveQueue:
         self._last_round = time.monotonic()
         self._failure: BaseException | None = None
         self._stopped = False
-        self._buffers = FusionBuffers()
-        self._scratch = FusionBuffers()
-        self._plans: dict[tuple[int, ...], list] = {}
         self._guess = Guess(self.bucket_bytes)
         self._round_lock = threading.Lock()  # one round at a time, by whichever thread
         self.stats = {"rounds": 0, "speculated": 0, "missed": 0, "worker_rounds": 0,
                       "buckets": 0, "bytes": 0, "busy_s": 0.0}
+        self._runs = RunReducer(self._keys, reducer, self.bucket_bytes, self.fuse_bytes,
+                                self._complete, self.stats)
         self._thread = threading.Thread(target=self._loop, daemon=True,
                                         name=f"portable-kv-{name}")
         self._thread.start()
@@ -390,104 +388,15 @@ class CollectiveQueue:
             if slot % 2 == ALLREDUCE:
                 run.append(slot)
                 continue
-            self._reduce_run(run, heads, touching)
+            self._runs.reduce(run, heads, touching)
             run = []
             self._broadcast(slot, heads.get(slot))
-        self._reduce_run(run, heads, touching)
+        self._runs.reduce(run, heads, touching)
         self.stats["busy_s"] += time.perf_counter() - started
-
-    def _plan(self, pieces: tuple) -> list:
-        """The buckets of a run of agreed pieces: slots, or tuples of slots whose data lie
-        back to back on every rank (cached: training agrees on the same runs at every step)."""
-        plan = self._plans.get(pieces)
-        if plan is None:
-            items = [(p, self._numel(p), self._keys[(p[0] if isinstance(p, tuple) else p) // 2][3])
-                     for p in pieces]
-            plan = plan_buckets(items, self.bucket_bytes, self.fuse_bytes)
-            if len(self._plans) >= 256:
-                self._plans.clear()
-            self._plans[pieces] = plan
-        return plan
-
-    def _numel(self, piece: Any) -> int:
-        if isinstance(piece, tuple):
-            return sum(self._keys[s // 2][2] for s in piece)
-        return self._keys[piece // 2][2]
-
-    def _host(self, piece: Any, heads: dict) -> np.ndarray | None:
-        """This rank's data of a piece (None: it stands in with zeros)."""
-        if not isinstance(piece, tuple):
-            head = heads.get(piece)
-            return None if head is None else head.host
-        first = heads.get(piece[0])
-        if first is None:
-            return None
-        return joined_view(first.host, first.span, self._numel(piece))
-
-    def _reduce_run(self, slots: list[int], heads: dict, touching: np.ndarray) -> None:
-        if not slots:
-            return
-        compressing = self.reducer.compressor is not None
-        allreduce = self.reducer.allreduce
-        joining = not compressing and self.bucket_bytes > 0  # (bucket 0: a call per tensor)
-        plan = self._plan(pieces(slots, touching) if joining else tuple(slots))
-        reduced: list[Request] = []
-        views: dict = {}
-
-        def host_of(piece: Any) -> np.ndarray | None:
-            if piece not in views:
-                views[piece] = self._host(piece, heads)
-            return views[piece]
-
-        for bucket in plan:
-            segments = bucket.segments
-            if bucket.in_place:
-                seg = segments[0]
-                host = host_of(seg.slot)
-                if host is not None:
-                    buffer = host[seg.start:seg.stop]
-                else:
-                    buffer = self._scratch.get(bucket.dtype, bucket.numel)
-                    buffer[:] = 0
-            else:
-                buffer = self._buffers.get(bucket.dtype, bucket.numel)
-                for seg in segments:
-                    host = host_of(seg.slot)
-                    target = buffer[seg.offset:seg.offset + seg.stop - seg.start]
-                    if host is not None:
-                        target[:] = host[seg.start:seg.stop]
-                    else:
-                        target[:] = 0
-            # phantom pieces (None) keep no compression residual
-            residuals = [(seg.slot if seg.slot in heads else None, self._keys[seg.slot // 2][2],
-                          seg.start, seg.offset, seg.size)
-                         for seg in segments] if compressing else []
-            allreduce(buffer, residuals)
-            if not bucket.in_place:
-                for seg in segments:
-                    host = host_of(seg.slot)
-                    if host is not None:
-                        host[seg.start:seg.stop] = buffer[seg.offset:seg.offset + seg.stop
-                                                          - seg.start]
-            urgent = False
-            for piece in bucket.finishes:
-                for slot in piece if isinstance(piece, tuple) else (piece,):
-                    head = heads.get(slot)
-                    if head is not None:
-                        reduced.append(head)
-                        # the last request of its engine op: complete it now, so the first
-                        # layers wait for no later ones (a group's members complete together)
-                        urgent = urgent or head.then.count == 1
-            if urgent:
-                self._complete(reduced)
-                reduced = []
-        self._complete(reduced)
-        self.stats["buckets"] += len(plan)
-        self.stats["bytes"] += sum(bucket.nbytes for bucket in plan)
 
     def _broadcast(self, slot: int, head: Request | None) -> None:
         _, _, numel, dtype = self._keys[slot // 2]
-        buffer = head.host if head is not None else self._scratch.get(dtype, numel)
+        buffer = head.host if head is not None else self._runs.scratch.get(dtype, numel)
         self.reducer.broadcast(buffer, 0)
         self._complete([head] if head is not None else [])
 
