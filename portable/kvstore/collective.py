@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import deque
 from typing import Any
 
@@ -57,6 +58,10 @@ from portable.kvstore.runs import RunReducer
 from portable.kvstore.speculation import Guess
 
 KIND_NAMES = ("allreduce", "broadcast")
+# Every queue of the process. A worker blocks in a round only while no other queue has a
+# request pending: a request of another queue, made ready later by an op queued behind the
+# blocked worker, could be what a peer rank waits for before it joins this round.
+_QUEUES: "weakref.WeakSet[CollectiveQueue]" = weakref.WeakSet()
 
 
 class CollectiveQueue:
@@ -109,6 +114,7 @@ class CollectiveQueue:
                                         name=f"portable-kv-{name}")
         self._thread.start()
         watchdog.sources.append(self)
+        _QUEUES.add(self)
 
     # -- keys --------------------------------------------------------------------------------
     def register(self, key: Any, shape: tuple, dtype: Any) -> int:
@@ -184,7 +190,8 @@ class CollectiveQueue:
             # thread, which completes the op after reducing every array; or, in an engine
             # worker with nothing else to do, run the round right here (no thread hop).
             hosts = [np.asarray(a.device.backend.to_numpy(a._data)) for a in arrays]
-            free = engine.idle_worker()
+            free = engine.idle_worker() and not any(
+                queue._real for queue in list(_QUEUES) if queue is not self)
             if on_device or not all(h.flags.c_contiguous for h in hosts):
                 hosts = [np.ascontiguousarray(h) for h in hosts]
                 done = lambda: engine.push(  # noqa: E731

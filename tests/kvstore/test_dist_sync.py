@@ -140,8 +140,9 @@ def test_random_mixes_of_groups_keys_priorities_and_layouts_sum_exactly(four):
 def test_repeated_groups_are_guessed_in_one_collective_and_sum_exactly(two, four, workers):
     """Phases (see check_speculate): 10 rounds of one group (2 negotiated, 8 guessed); a
     smaller group 3 times then another (the old guess misses twice, the new one holds once);
-    one key made ready by a worker; the group twice (armed again); then only rank 0 pushes 3
-    more while the others joined."""
+    one key made ready by a worker (twice: the second time beside another store's pending
+    request); the group twice (armed again); then only rank 0 pushes 3 more while the others
+    joined."""
     _, results = two if workers == 2 else four
     rounds = ([([0, 1, 2, 3], r) for r in range(10)]
               + [([0, 1], r) for r in range(3)] + [([2, 3], 3), ([0, 1], 4)]
@@ -164,6 +165,9 @@ def test_repeated_groups_are_guessed_in_one_collective_and_sum_exactly(two, four
         # a slow producer on the engine's worker: that worker reduced its output itself
         assert got["late"] == [workers * (workers + 1) / 2]
         assert got["worker_rounds"] >= 1
+        # the same, while another store's request waits: the store's own thread reduces it
+        assert got["late_beside_pending"] == got["held"] == [workers * (workers + 1) / 2]
+        assert got["worker_rounds_beside_pending"] == 0
 
 def test_optimizer_on_the_store_with_states_saved_and_loaded(two):
     expected = linear_reference(2, [4, 4])

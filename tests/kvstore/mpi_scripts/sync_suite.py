@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -221,6 +222,24 @@ def check_speculate(rank: int, workers: int) -> dict:
     kv.pushpull(0, late)
     out["late"] = np.unique(late.asnumpy()).tolist()  # (waits for the round)
     out["worker_rounds"] = kv.stats["worker_rounds"] - before
+    # ... but not while another store has a request pending (its data could wait for ops
+    # queued behind the blocked worker): here one whose producer waits on another pool
+    other = pt.kv.create("dist_sync")
+    other.init("x", pt.nd.zeros((2,)))
+    pt.nd.waitall()
+    release, held = threading.Event(), pt.nd.array(np.full(2, rank + 1, np.float32))
+    get_engine().push(lambda: release.wait(30), reads=[held._var], writes=[held._var],
+                      device="test-pool", name="held_producer")
+    other.pushpull("x", held)
+    before = kv.stats["worker_rounds"]
+    late = pt.nd.array(np.full(sizes[1], rank + 1, np.float32))  # (key 1: no guess armed)
+    get_engine().push(lambda: time.sleep(0.05), reads=[late._var], writes=[late._var],
+                      name="slow_producer")
+    kv.pushpull(1, late)
+    out["late_beside_pending"] = np.unique(late.asnumpy()).tolist()
+    out["worker_rounds_beside_pending"] = kv.stats["worker_rounds"] - before
+    release.set()
+    out["held"] = np.unique(held.asnumpy()).tolist()
     phase([([0, 1, 2, 3], r) for r in range(2)])           # arm the guess again
     if rank == 0:                                          # the others joined: zeros
         phase([([0, 1, 2, 3], 100 + r) for r in range(3)])
