@@ -188,16 +188,17 @@ def run(args: argparse.Namespace) -> int:
 def export_model(net: Any, example: Any, path: str, metadata: dict[str, Any]) -> str:
     """Export ``net`` traced on ``example`` to ``path``; returns the format written.
 
-    A ``.onnx`` path gets ONNX (``Block.export_onnx``). Any other path gets the deployment
-    format, converted from that same ONNX export (``portable.cli.export.convert``), so both
-    files hold the same inference graph and weights.
+    A ``.onnx`` path gets ONNX (``Block.export_onnx``) with a symbolic batch axis, so that
+    onnxruntime runs it at any batch size. Any other path gets the deployment format,
+    converted from an ONNX export at the example's batch (``portable.cli.export.convert``;
+    the Predictor rebatches it with ``set_batch``), so both hold the same graph and weights.
     """
     import tempfile
 
     from portable.cli.export import convert, output_format
 
     if output_format(path) == "onnx":
-        net.export_onnx(path, example)
+        net.export_onnx(path, example, dynamic_batch=True)
         return "onnx"
     with tempfile.TemporaryDirectory() as scratch:
         staged = str(Path(scratch) / "model.onnx")

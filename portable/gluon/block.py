@@ -462,9 +462,22 @@ class HybridBlock(Block):
         save_arrays(params_file, arrays)
         return symbol_file, params_file
 
-    def export_onnx(self, path: str, example_inputs: Any) -> Any:
+    def export_onnx(self, path: str, example_inputs: Any, *, dynamic_batch: bool = False,
+                    opset: int | None = None) -> Any:
         """Export the inference graph traced on ``example_inputs`` to an ONNX file through
-        ``exporters.onnx.export_model(graph, params, path)``."""
+        ``exporters.onnx.export_model(graph, params, path)``.
+
+        Args:
+            path: the ``.onnx`` file to write (atomically).
+            example_inputs: an array, or a list of them, as ``forward`` takes them.
+            dynamic_batch: write axis 0 of the inputs, and of the outputs that share it, as
+                the symbolic dim ``batch`` (PyTorch's ``dynamic_axes`` for the usual case),
+                so the file runs at any batch size; by default it keeps the example's.
+            opset: the ai.onnx opset (default: the newest the installed onnxruntime runs).
+
+        Returns:
+            The ONNX ModelProto.
+        """
         from portable.gluon.cached_op import CachedOp
 
         try:
@@ -479,7 +492,7 @@ class HybridBlock(Block):
         graph, sources, _ = CachedOp(self).trace(leaves, fmt)
         params = {name: src._reduce() for name, (kind, src) in
                   zip(graph.input_names, sources) if kind == "param"}
-        return export_model(graph, params, path)
+        return export_model(graph, params, path, opset, dynamic_batch=dynamic_batch)
 
 
 def _leaf_count(fmt: Any) -> int:

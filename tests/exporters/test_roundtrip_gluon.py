@@ -114,3 +114,30 @@ def test_gluon_round_trip(name, tmp_path):
     again = export_model(symbol, (arg_params, aux_params), tmp_path / "again.onnx",
                          input_shapes={data: shape})
     np.testing.assert_allclose(ort_run(again, {data: x})[0], ours, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_a_dynamic_batch_export_traced_on_one_sample_runs_any_batch(name, tmp_path):
+    """``dynamic_batch=True``: traced on a batch of 1, the file runs batches of 1, 3 and 7 in
+    onnxruntime, each giving our outputs on that batch."""
+    build, shape = MODELS[name]
+    net = _trained(build(), shape)
+    rng = np.random.default_rng(2)
+    path = str(tmp_path / f"{name}.onnx")
+    model = net.export_onnx(path, pt.nd.array(rng.normal(size=(1, *shape[1:]))
+                                              .astype(np.float32)), dynamic_batch=True)
+    onnx.checker.check_model(model, full_check=True)
+    data = model.graph.input[0]
+    assert data.type.tensor_type.shape.dim[0].dim_param == "batch"
+    assert model.graph.output[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    for batch in (1, 3, 7):
+        x = rng.normal(size=(batch, *shape[1:])).astype(np.float32)
+        np.testing.assert_allclose(ort_run(path, {data.name: x})[0],
+                                   net(pt.nd.array(x)).asnumpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_without_dynamic_batch_the_file_keeps_the_example_batch(tmp_path):
+    build, shape = MODELS["mlp"]
+    net = _trained(build(), shape)
+    model = net.export_onnx(str(tmp_path / "m.onnx"), pt.nd.array(np.zeros(shape, np.float32)))
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_value == shape[0]
