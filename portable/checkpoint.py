@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from portable.errors import SerializationError
-from portable.io.atomic import atomic_write_bytes, atomic_write_text, read_bytes
+from portable.io.atomic import atomic_path, atomic_write_bytes, atomic_write_text, read_bytes
 
 log = logging.getLogger("portable.checkpoint")
 
@@ -50,18 +50,32 @@ def _tensor_digest(tensors: dict[str, np.ndarray]) -> str:
     for name in sorted(tensors):
         array = np.ascontiguousarray(tensors[name])
         digest.update(f"{name}|{array.dtype.str}|{array.shape}|".encode())
-        digest.update(array.tobytes())
+        digest.update(array.reshape(-1).view(np.uint8))  # (the array's memory, not a copy)
     return digest.hexdigest()
+
+
+def _tensor_file(tensors: dict[str, np.ndarray], metadata: dict | None
+                 ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """The arrays and the header entries of a tensor file (with the tensors' digest)."""
+    arrays = {str(k): np.ascontiguousarray(v) for k, v in tensors.items()}
+    header = {"format": TENSOR_FORMAT, "version": str(FORMAT_VERSION),
+              "sha256": _tensor_digest(arrays), "json": json.dumps(metadata or {})}
+    return arrays, header
 
 
 def tensors_to_bytes(tensors: dict[str, np.ndarray], metadata: dict | None = None) -> bytes:
     """Serialise named arrays and JSON metadata into safetensors bytes (with a digest)."""
     from safetensors.numpy import save
 
-    arrays = {str(k): np.ascontiguousarray(v) for k, v in tensors.items()}
-    header = {"format": TENSOR_FORMAT, "version": str(FORMAT_VERSION),
-              "sha256": _tensor_digest(arrays), "json": json.dumps(metadata or {})}
-    return save(arrays, metadata=header)
+    return save(*_tensor_file(tensors, metadata))
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def tensors_from_bytes(data: bytes, source: str = "<bytes>") -> tuple[dict[str, np.ndarray],
@@ -109,7 +123,11 @@ def save_tensors(path: str | os.PathLike, tensors: dict[str, np.ndarray],
         tensors: name -> NumPy array.
         metadata: JSON-serialisable data stored in the file's header.
     """
-    atomic_write_bytes(path, tensors_to_bytes(tensors, metadata))
+    from safetensors.numpy import save_file
+
+    arrays, header = _tensor_file(tensors, metadata)
+    with atomic_path(path) as tmp:  # written by safetensors piece by piece, not built in memory
+        save_file(arrays, tmp, metadata=header)
 
 
 def load_tensors(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict]:
@@ -190,12 +208,15 @@ class CheckpointManager:
         epoch, step = int(manifest["epoch"]), int(manifest["step"])
         stem = self._stem(epoch, step)
         files = {}
-        for role, data in (("params", tensors_to_bytes(params, {"role": "params"})),
-                           ("states", states)):
+        for role in ("params", "states"):
             name = f"{stem}.{role}.safetensors"
-            atomic_write_bytes(self.directory / name, data)
-            files[role] = {"path": name, "bytes": len(data),
-                           "sha256": hashlib.sha256(data).hexdigest()}
+            path = self.directory / name
+            if role == "params":
+                save_tensors(path, params, {"role": "params"})
+            else:
+                atomic_write_bytes(path, states)
+            files[role] = {"path": name, "bytes": path.stat().st_size,
+                           "sha256": _file_sha256(path)}
         full = {"format": CHECKPOINT_FORMAT, "version": FORMAT_VERSION, **manifest,
                 "files": files}
         path = self.directory / f"{stem}.json"

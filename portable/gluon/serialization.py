@@ -18,7 +18,7 @@ from typing import Mapping
 import numpy as np
 
 from portable.errors import MissingDependencyError, SerializationError
-from portable.io.atomic import atomic_write_bytes
+from portable.io.atomic import atomic_path
 
 FORMAT = "portable.gluon.parameters"
 
@@ -46,10 +46,10 @@ def save_arrays(path: str | os.PathLike, arrays: Mapping[str, np.ndarray],
     tensors = {str(name): np.ascontiguousarray(value) for name, value in arrays.items()}
     header = {"format": FORMAT, **(metadata or {})}
     try:
-        data = st.save(tensors, metadata=header)
+        with atomic_path(path) as tmp:  # written piece by piece, not built in memory
+            st.save_file(tensors, tmp, metadata=header)
     except Exception as exc:  # e.g. an object or unsupported dtype
         raise SerializationError(f"cannot write parameters to {path}: {exc}") from exc
-    atomic_write_bytes(path, data)
 
 
 def load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:

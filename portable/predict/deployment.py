@@ -35,7 +35,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from portable.errors import BindError, SerializationError
-from portable.io.atomic import atomic_write_bytes
+from portable.io.atomic import atomic_writer
 from portable.io.graph_json import graph_from_dict, graph_to_dict
 from portable.ir.graph import Graph, TensorType
 
@@ -110,17 +110,13 @@ def save(graph: Graph, path: str | os.PathLike, params: Mapping[str, Any] | None
         raise SerializationError(f"{path}: the header would take {len(header)} bytes, more than "
                                  f"the {MAX_HEADER_BYTES} safetensors allows (large attribute "
                                  f"tensors belong in initializers)")
-    start = 8 + len(header)
-    data = bytearray(start + offset)
-    data[:8] = len(header).to_bytes(8, "little")
-    data[8:start] = header
-    body = np.frombuffer(data, np.uint8)  # a writable view of the bytearray, not a copy
-    for name in order:
-        begin, end = entries[name]["data_offsets"]
-        body[start + begin:start + end] = _bytes_of(tensors[name])
-    atomic_write_bytes(path, data)
+    with atomic_writer(path) as handle:  # streamed: the model is never copied in memory
+        handle.write(len(header).to_bytes(8, "little"))
+        handle.write(header)
+        for name in order:
+            handle.write(_bytes_of(tensors[name]))
     return {"path": os.fspath(path), "tensors": len(order), "tensor_bytes": offset,
-            "bytes": len(data)}
+            "bytes": 8 + len(header) + offset}
 
 
 def _fold_params(graph: Graph, params: Mapping[str, Any]) -> Graph:
