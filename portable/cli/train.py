@@ -189,21 +189,18 @@ def export_model(net: Any, example: Any, path: str, metadata: dict[str, Any]) ->
     """Export ``net`` traced on ``example`` to ``path``; returns the format written.
 
     A ``.onnx`` path gets ONNX (``Block.export_onnx``) with a symbolic batch axis, so that
-    onnxruntime runs it at any batch size. Any other path gets the deployment format,
-    converted from an ONNX export at the example's batch (``portable.cli.export.convert``;
-    the Predictor rebatches it with ``set_batch``), so both hold the same graph and weights.
+    onnxruntime runs it at any batch size. Any other path gets the deployment format, the
+    traced inference graph and its weights written directly (``Block.inference_graph``, no
+    ONNX needed; the Predictor rebatches it with ``batch_size``).
     """
-    import tempfile
-
-    from portable.cli.export import convert, output_format
+    from portable.cli.export import output_format
+    from portable.predict import deployment
 
     if output_format(path) == "onnx":
         net.export_onnx(path, example, dynamic_batch=True)
         return "onnx"
-    with tempfile.TemporaryDirectory() as scratch:
-        staged = str(Path(scratch) / "model.onnx")
-        net.export_onnx(staged, example)
-        convert(staged, path, "portable", metadata=metadata)
+    graph, params = net.inference_graph(example)
+    deployment.save(graph, path, params, metadata=metadata)
     return "portable"
 
 

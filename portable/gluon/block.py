@@ -462,6 +462,25 @@ class HybridBlock(Block):
         save_arrays(params_file, arrays)
         return symbol_file, params_file
 
+    def inference_graph(self, example_inputs: Any) -> tuple[Any, dict[str, Any]]:
+        """The inference graph traced on ``example_inputs`` (Dropout off, BatchNorm on its
+        running statistics) and the parameter values (NumPy) it reads, by input name: what
+        :meth:`export_onnx` writes, and what ``portable.predict.deployment.save(graph, path,
+        params)`` stores with no ONNX in between.
+
+        Example:
+            >>> graph, params = net.inference_graph(pt.nd.zeros((1, 64)))   # doctest: +SKIP
+        """
+        from portable.gluon.cached_op import CachedOp
+        from portable.passes.training import set_training_mode
+
+        inputs = example_inputs if isinstance(example_inputs, (list, tuple)) else [example_inputs]
+        leaves, fmt = flatten(tuple(inputs))
+        graph, sources, _ = CachedOp(self).trace(leaves, fmt)
+        params = {name: src._reduce() for name, (kind, src) in
+                  zip(graph.input_names, sources) if kind == "param"}
+        return set_training_mode(graph, False)[0], params
+
     def export_onnx(self, path: str, example_inputs: Any, *, dynamic_batch: bool = False,
                     opset: int | None = None) -> Any:
         """Export the inference graph traced on ``example_inputs`` to an ONNX file through
@@ -478,8 +497,6 @@ class HybridBlock(Block):
         Returns:
             The ONNX ModelProto.
         """
-        from portable.gluon.cached_op import CachedOp
-
         try:
             from exporters.onnx import export_model
         except ImportError as exc:
@@ -487,11 +504,7 @@ class HybridBlock(Block):
                 f"ONNX export needs exporters.onnx.export_model, which this installation "
                 f"lacks ({exc}); it comes with the ONNX exporter (pip install 'portable[onnx]')"
             ) from exc
-        inputs = example_inputs if isinstance(example_inputs, (list, tuple)) else [example_inputs]
-        leaves, fmt = flatten(tuple(inputs))
-        graph, sources, _ = CachedOp(self).trace(leaves, fmt)
-        params = {name: src._reduce() for name, (kind, src) in
-                  zip(graph.input_names, sources) if kind == "param"}
+        graph, params = self.inference_graph(example_inputs)
         return export_model(graph, params, path, opset, dynamic_batch=dynamic_batch)
 
 

@@ -90,15 +90,21 @@ def test_errors_are_clear(tmp_path, capsys, args, message):
     assert not (tmp_path / "m.portable").exists() and not (tmp_path / "m.onnx").exists()
 
 
-def test_train_exports_the_deployment_format(tmp_path):
-    """`portable train --export X.portable` (a subprocess, as users run it): the file's graph
-    classifies the test digits as well as training reported."""
+# `portable train` in a process where onnx and onnxruntime cannot be imported
+_WITHOUT_ONNX = ("import sys; sys.modules['onnx'] = sys.modules['onnxruntime'] = None; "
+                 "from portable.cli.main import main; sys.exit(main(sys.argv[1:]))")
+
+
+def test_train_exports_the_deployment_format_without_onnx(tmp_path):
+    """`portable train --export X.portable` (a subprocess, as users run it, here with no onnx
+    importable: the traced graph is written directly): the file classifies the test digits,
+    at any batch size the Predictor is given, as well as training reported."""
     from portable.data.vision import load_arrays
-    from portable.predict import deployment
+    from portable.predict import Predictor, deployment
 
     target = tmp_path / "mlp.portable"
     env = dict(os.environ, MPLBACKEND="Agg")
-    proc = subprocess.run([sys.executable, "-m", "portable.cli.main", "train", "--model", "mlp",
+    proc = subprocess.run([sys.executable, "-c", _WITHOUT_ONNX, "train", "--model", "mlp",
                            "--epochs", "2", "--no-progress", "--json", "--out", str(tmp_path),
                            "--export", str(target)], capture_output=True, text=True,
                           timeout=240, cwd=ROOT, env=env)
@@ -108,11 +114,9 @@ def test_train_exports_the_deployment_format(tmp_path):
     about = deployment.describe(target)
     assert about["metadata"]["model"] == "mlp" and about["metadata"]["classes"] == 10
     split = load_arrays("digits")
-    graph = deployment.load(target)
-    from exporters.onnx.backend import PortableRep
-    from portable.device import cpu
-
-    rep = PortableRep(graph, cpu())
-    predictions = [rep.run([split.x_test[i:i + 1]])[0].argmax() for i in range(len(split.y_test))]
-    assert np.mean(np.array(predictions) == split.y_test) == pytest.approx(
+    whole = Predictor(target, batch_size=len(split.y_test)).predict(split.x_test)[0]
+    one = Predictor(target, batch_size=1)
+    assert [one.predict(split.x_test[i:i + 1])[0].argmax() for i in range(0, 60, 20)] == \
+        list(whole.argmax(1)[0:60:20])
+    assert np.mean(whole.argmax(1) == split.y_test) == pytest.approx(
         summary["test_accuracy"], abs=1.5 / len(split.y_test))
