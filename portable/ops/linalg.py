@@ -1,4 +1,4 @@
-"""Linear algebra ops: MatMul, Gemm, Einsum."""
+"""Linear algebra ops: MatMul, Gemm, Einsum, Trilu."""
 from __future__ import annotations
 
 import string
@@ -256,3 +256,30 @@ def _spread_diagonals(g, grad, target, own, sizes, spare):
 
 declare("Einsum", inputs=("Inputs*",), outputs=("Output",), infer=_einsum_infer,
         onnx_since=28, attrs={"equation": Attr("string")}, grad=_einsum_grad)
+
+# -- Trilu -----------------------------------------------------------------------------------
+
+
+def trilu_mask(rows: int, cols: int, k: int, upper: bool) -> np.ndarray:
+    """Which elements of a (rows, cols) matrix Trilu keeps: on or above diagonal ``k``
+    (``upper``), else on or below it."""
+    return (np.triu if upper else np.tril)(np.ones((rows, cols), bool), k)
+
+
+def _trilu_infer(ctx):
+    shape = ctx.shape(0)
+    if len(shape) < 2:
+        ctx.fail(f"Trilu needs an input of rank >= 2 (a stack of matrices), got shape {shape}")
+    if ctx.has(1) and len(ctx.shape(1)) != 0:
+        ctx.fail(f"k must be a scalar, got shape {ctx.shape(1)}")
+    return [TensorType(shape, ctx.dtype(0))]
+
+
+def _trilu_grad(g, dys):
+    # the same mask passes the gradient through; k is an integer, with no gradient
+    return [g.emit("Trilu", dys[0], *g.inputs[1:], upper=g.attrs["upper"])] + \
+        [None] * (len(g.inputs) - 1)
+
+
+declare("Trilu", inputs=("input", "k?"), outputs=("output",), infer=_trilu_infer,
+        attrs={"upper": Attr("int", 1)}, onnx_since=14, grad=_trilu_grad, nondiff_inputs=(1,))

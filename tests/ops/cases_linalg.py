@@ -46,3 +46,20 @@ CASES += [
                     np.arange(3, dtype=np.int32)], attrs={"equation": "ij,j->i"},
          name="int32", grad=False),
 ]
+
+
+def _k(value: int) -> np.ndarray:
+    return np.array(value, np.int64)
+
+
+CASES += [
+    Case("Trilu", [rand(4, 5)], name="upper"),
+    Case("Trilu", [rand(4, 5)], attrs={"upper": 0}, name="lower"),
+    Case("Trilu", [rand(2, 3, 4, 5), _k(-1)], const=(1,), name="upper_below_diagonal"),
+    Case("Trilu", [rand(3, 5, 4), _k(2)], attrs={"upper": 0}, const=(1,),
+         name="lower_above_diagonal"),
+    Case("Trilu", [rand(3, 4), _k(-7)], attrs={"upper": 0}, const=(1,), name="k_beyond"),
+    Case("Trilu", [np.arange(12, dtype=np.int64).reshape(3, 4), _k(1)], const=(1,),
+         name="int", grad=False),
+    Case("Trilu", [rand(3, 4), _k(1)], name="k_not_constant"),
+]

@@ -30,3 +30,10 @@ def einsum(ctx, inputs, outputs, attrs):
     # optimize=True picks a contraction order (and sums ellipsis axes an explicit output
     # omits), as onnx.reference does
     outputs[0][...] = ctx.xp.einsum(attrs["equation"].replace(" ", ""), *inputs, optimize=True)
+
+
+@kernel("Trilu")
+def trilu(ctx, inputs, outputs, attrs):
+    k = int(ctx.backend.to_numpy(inputs[1])) if len(inputs) > 1 and inputs[1] is not None else 0
+    keep = (ctx.xp.triu if attrs["upper"] else ctx.xp.tril)
+    outputs[0][...] = keep(inputs[0], k)

@@ -1,4 +1,4 @@
-"""OpenCL kernels: MatMul and Gemm on the packed, register-blocked GEMM; Einsum."""
+"""OpenCL kernels: MatMul and Gemm on the packed, register-blocked GEMM; Einsum; Trilu."""
 from __future__ import annotations
 
 import math
@@ -6,10 +6,10 @@ import math
 import numpy as np
 
 from portable.errors import BackendError
-from portable.ops.linalg import parse_einsum
+from portable.ops.linalg import parse_einsum, trilu_mask
 
-from backends.opencl.allocator import empty
-from backends.opencl.arrayops import assign, matmul
+from backends.opencl.allocator import empty, host_value
+from backends.opencl.arrayops import apply, assign, matmul
 from backends.opencl.codegen import MAX_RANK, _int8
 from backends.opencl.gemm import gemm as run_gemm
 from backends.opencl.kernels.table import kernel_table
@@ -110,3 +110,13 @@ def einsum(ctx, inputs, outputs, attrs):
         runtime.launch1d(kern, target.size, *args)
     if target is not out:
         assign(out, target)
+
+
+@kernel("Trilu", half="native")
+def trilu(ctx, inputs, outputs, attrs):
+    # the (rows, cols) mask, uploaded, broadcast over the stack by the elementwise Where
+    x = inputs[0]
+    given = inputs[1] if len(inputs) > 1 else None
+    k = 0 if given is None else int(np.asarray(host_value(given)).reshape(()))
+    keep = trilu_mask(x.shape[-2], x.shape[-1], k, bool(attrs["upper"]))
+    apply("Where", keep, x, x.dtype.type(0), out=outputs[0])
