@@ -1,5 +1,5 @@
 """Reduction ops: ReduceSum/Mean/Max/Min (axes as an input, the ONNX opset 18 form),
-ArgMax/ArgMin."""
+ArgMax/ArgMin, TopK."""
 from __future__ import annotations
 
 import functools
@@ -134,3 +134,59 @@ ARG = dict(inputs=("data",), outputs=("reduced",), infer=_arg_infer, onnx_since=
 
 declare("ArgMax", **ARG)
 declare("ArgMin", **ARG)
+
+# -- TopK ------------------------------------------------------------------------------------
+
+
+def _topk_infer(ctx):
+    shape = ctx.shape(0)
+    if not shape:
+        ctx.fail("X must have rank >= 1")
+    axis = normalize_axis(ctx, ctx.attrs["axis"], len(shape))
+    given = np.asarray(ctx.value(1)).reshape(-1)
+    if given.size != 1 or given.dtype.kind not in "iu":
+        ctx.fail(f"K must be one integer, got {given.tolist()} ({given.dtype})")
+    k = int(given[0])
+    if not 0 <= k <= shape[axis]:
+        ctx.fail(f"K={k} must lie in [0, {shape[axis]}], the length of axis {axis}")
+    out = list(shape)
+    out[axis] = k
+    return [TensorType(out, ctx.dtype(0)), TensorType(out, np.int64)]
+
+
+def _topk_grad(g, dys):
+    """Each selected element gets its value's gradient; the others get zero."""
+    if dys[0] is None:
+        return [None, None]
+    x = g.inputs[0]
+    axis = g.attrs["axis"] % len(g.shape(x))
+    return [g.emit("portable.TopKGrad", dys[0], g.outputs[1], axis=axis,
+                   size=g.shape(x)[axis]), None]
+
+
+declare("TopK", inputs=("X", "K"), outputs=("Values", "Indices"), infer=_topk_infer,
+        attrs={"axis": Attr("int", -1), "largest": Attr("int", 1), "sorted": Attr("int", 1)},
+        onnx_since=11, grad=_topk_grad, nondiff_inputs=(1,))
+
+
+def _topk_grad_infer(ctx):
+    shape = list(ctx.shape(0))
+    if ctx.shape(1) != tuple(shape):
+        ctx.fail(f"dy {tuple(shape)} and indices {ctx.shape(1)} must have one shape")
+    axis = normalize_axis(ctx, ctx.attrs["axis"], len(shape))
+    shape[axis] = ctx.attrs["size"]
+    return [TensorType(shape, ctx.dtype(0))]
+
+
+# dx of TopK: dy placed at the selected indices along ``axis`` (of length ``size``), zeros
+# elsewhere; the indices of one row are distinct, so nothing adds up
+declare("TopKGrad", domain="portable", inputs=("dy", "indices"), outputs=("dx",),
+        infer=_topk_grad_infer, attrs={"axis": Attr("int"), "size": Attr("int")})
+
+
+def topk_order_key(x: np.ndarray, largest: bool) -> np.ndarray:
+    """A key whose stable ascending sort gives TopK's order: the largest (or smallest) first,
+    ties in index order. Bitwise NOT reverses integers with no overflow."""
+    if not largest:
+        return x
+    return -x if x.dtype.kind == "f" else ~x

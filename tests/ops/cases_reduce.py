@@ -53,3 +53,34 @@ CASES = [
     *_arg_cases("ArgMax"),
     *_arg_cases("ArgMin"),
 ]
+
+
+def _topk_grad_reference(inputs, attrs):
+    """dx: zeros, with dy put at the chosen indices along the axis (a closed form)."""
+    dy, chosen = inputs
+    shape = list(dy.shape)
+    shape[attrs["axis"]] = attrs["size"]
+    dx = np.zeros(shape, dy.dtype)
+    np.put_along_axis(dx, chosen, dy, axis=attrs["axis"])
+    return [dx]
+
+
+_TIES = np.array([[3, 1, 3, 2, 3], [0, 0, 0, 0, 0], [5, 4, 3, 2, 1]], np.int64)
+
+CASES += [
+    Case("TopK", [rand(3, 5), i64(2)], const=(1,), outputs=2),
+    Case("TopK", [rand(4, 3), i64(3)], const=(1,), attrs={"axis": 0, "largest": 0},
+         outputs=2, name="smallest_axis0"),
+    Case("TopK", [rand(2, 6, 3), i64(6)], const=(1,), attrs={"axis": 1}, outputs=2,
+         name="middle_axis_all"),
+    Case("TopK", [_TIES, i64(3)], const=(1,), outputs=2, grad=False, name="ties_largest"),
+    Case("TopK", [_TIES, i64(4)], const=(1,), attrs={"largest": 0}, outputs=2, grad=False,
+         name="ties_smallest"),
+    Case("TopK", [np.array([-2 ** 31, 5, -1, 7, 2 ** 31 - 1], np.int32), i64(3)], const=(1,),
+         outputs=2, grad=False, name="int32_extremes"),
+    Case("TopK", [np.array([[200, 3, 255, 0]], np.uint8), i64(2)], const=(1,), outputs=2,
+         grad=False, name="uint8"),
+    Case("TopK", [rand(3, 4), i64(0)], const=(1,), outputs=2, grad=False, name="k0"),
+    Case("portable.TopKGrad", [rand(2, 3), np.array([[4, 0, 2], [1, 3, 0]], np.int64)],
+         attrs={"axis": 1, "size": 5}, reference=_topk_grad_reference),
+]

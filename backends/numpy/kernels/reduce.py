@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from portable.ops.reduce import reduced_axes
+from portable.ops.reduce import reduced_axes, topk_order_key
 
 from portable.backend import kernel_table
 
@@ -70,3 +70,22 @@ def _arg_kernel(fn_name: str):
 
 kernel("ArgMax")(_arg_kernel("argmax"))
 kernel("ArgMin")(_arg_kernel("argmin"))
+
+
+@kernel("TopK")
+def topk(ctx, inputs, outputs, attrs):
+    xp, x = ctx.xp, inputs[0]
+    axis = attrs["axis"] % x.ndim
+    k = outputs[0].shape[axis]
+    key = topk_order_key(x, bool(attrs["largest"]))
+    order = xp.argsort(key, axis=axis, kind="stable")
+    chosen = xp.take(order, xp.arange(k), axis=axis)
+    outputs[1][...] = chosen
+    outputs[0][...] = xp.take_along_axis(x, chosen, axis=axis)
+
+
+@kernel("portable.TopKGrad")
+def topk_grad(ctx, inputs, outputs, attrs):
+    dx = outputs[0]
+    dx[...] = 0
+    ctx.xp.put_along_axis(dx, inputs[1], inputs[0], axis=attrs["axis"])

@@ -1,12 +1,16 @@
-"""OpenCL kernels: ReduceSum/Mean/Max/Min and ArgMax/ArgMin, on the generated reductions."""
+"""OpenCL kernels: ReduceSum/Mean/Max/Min and ArgMax/ArgMin, on the generated reductions;
+TopK and its gradient."""
 from __future__ import annotations
+
+import numpy as np
 
 from portable.ops.reduce import reduced_axes
 
-from backends.opencl.allocator import host_value
+from backends.opencl.allocator import empty, host_value
 from backends.opencl.arrayops import assign
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.reduction import reduce
+from backends.opencl.scalars import ctype, preamble
 
 kernels, kernel = kernel_table()
 
@@ -45,3 +49,99 @@ def _arg_kernel(op_name: str):
 
 kernel("ArgMax", half="native")(_arg_kernel("argmax"))
 kernel("ArgMin", half="native")(_arg_kernel("argmin"))
+
+
+# -- TopK ------------------------------------------------------------------------------------
+# One work-item per element: its rank is how many elements of its row come before it (larger,
+# or equal at a lower index, for largest=1); ranks below K land at that position. O(n) per
+# element, no sorting network: fine for the rows TopK usually sees (classes, candidates).
+
+_TOPK = """
+__kernel void topk(const int total, const int n, const int inner, const int k,
+                   const int largest, __global const {T}* x, const int x_off,
+                   __global {T}* values, const int v_off, __global long* indices,
+                   const int i_off) {{
+  const int e = get_global_id(0);
+  if (e >= total) return;
+  const int in_ = e % inner;
+  const int i = (e / inner) % n;
+  const int outer = e / (inner * n);
+  const int base = x_off + outer * n * inner + in_;
+  const {T} mine = x[base + i * inner];
+  int rank = 0;
+  for (int j = 0; j < n; ++j) {{
+    const {T} other = x[base + j * inner];
+    const int ahead = largest ? (other > mine) : (other < mine);
+    rank += ahead || (other == mine && j < i);
+  }}
+  if (rank < k) {{
+    const int at = (outer * k + rank) * inner + in_;
+    values[v_off + at] = mine;
+    indices[i_off + at] = i;
+  }}
+}}
+"""
+
+_TOPK_GRAD = """
+__kernel void topk_grad(const int total, const int size, const int inner, const int k,
+                        __global const {T}* dy, const int d_off,
+                        __global const long* indices, const int i_off,
+                        __global {T}* dx, const int o_off) {{
+  const int e = get_global_id(0);
+  if (e >= total) return;
+  const int in_ = e % inner;
+  const int t = (e / inner) % size;
+  const int outer = e / (inner * size);
+  {T} value = 0;
+  for (int j = 0; j < k; ++j) {{
+    const int at = (outer * k + j) * inner + in_;
+    if (indices[i_off + at] == t) value = dy[d_off + at];
+  }}
+  dx[o_off + e] = value;
+}}
+"""
+
+
+def _contiguous(array):
+    return array if array.is_contiguous else array.copy()
+
+
+def _inner(shape, axis):
+    return int(np.prod(shape[axis + 1:], dtype=np.int64))
+
+
+@kernel("TopK")
+def topk(ctx, inputs, outputs, attrs):
+    x, values, indices = _contiguous(inputs[0]), outputs[0], outputs[1]
+    axis = attrs["axis"] % x.ndim
+    if values.size == 0:
+        return
+    runtime = x.runtime
+    out_v = values if values.is_contiguous else empty(runtime, values.shape, values.dtype)
+    out_i = indices if indices.is_contiguous else empty(runtime, indices.shape, indices.dtype)
+    program = preamble([x.dtype]) + _TOPK.format(T=ctype(x.dtype).storage)
+    runtime.launch1d(runtime.kernel(program, "topk"), x.size, np.int32(x.size),
+                     np.int32(x.shape[axis]), np.int32(max(_inner(x.shape, axis), 1)),
+                     np.int32(values.shape[axis]), np.int32(bool(attrs["largest"])),
+                     x.buffer, np.int32(x.offset), out_v.buffer, np.int32(out_v.offset),
+                     out_i.buffer, np.int32(out_i.offset))
+    for target, result in ((values, out_v), (indices, out_i)):
+        if target is not result:
+            assign(target, result)
+
+
+@kernel("portable.TopKGrad")
+def topk_grad(ctx, inputs, outputs, attrs):
+    dy, chosen, dx = _contiguous(inputs[0]), _contiguous(inputs[1]), outputs[0]
+    if dx.size == 0:
+        return
+    axis = attrs["axis"] % dx.ndim
+    runtime = dx.runtime
+    target = dx if dx.is_contiguous else empty(runtime, dx.shape, dx.dtype)
+    program = preamble([dy.dtype]) + _TOPK_GRAD.format(T=ctype(dy.dtype).storage)
+    runtime.launch1d(runtime.kernel(program, "topk_grad"), target.size, np.int32(target.size),
+                     np.int32(attrs["size"]), np.int32(max(_inner(dx.shape, axis), 1)),
+                     np.int32(dy.shape[axis]), dy.buffer, np.int32(dy.offset), chosen.buffer,
+                     np.int32(chosen.offset), target.buffer, np.int32(target.offset))
+    if target is not dx:
+        assign(dx, target)
