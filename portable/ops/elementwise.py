@@ -335,10 +335,20 @@ def _ordered_compare(ctx):
     return broadcast_to_bool(ctx)
 
 
+def _bool_binary(ctx):
+    if ctx.dtype(0) != np.bool_:
+        ctx.fail(f"inputs must be bool, got {ctx.dtype(0).name}")
+    return broadcast_to_bool(ctx)
+
+
 _COMPARE = dict(inputs=("A", "B"), outputs=("C",), fusion="elementwise")
 declare("Greater", onnx_since=13, infer=_ordered_compare, **_COMPARE)
 declare("Less", onnx_since=13, infer=_ordered_compare, **_COMPARE)
+declare("GreaterOrEqual", onnx_since=16, infer=_ordered_compare, **_COMPARE)
+declare("LessOrEqual", onnx_since=16, infer=_ordered_compare, **_COMPARE)
 declare("Equal", onnx_since=19, infer=broadcast_to_bool, **_COMPARE)
+for _logic in ("And", "Or", "Xor"):
+    declare(_logic, onnx_since=7, infer=_bool_binary, **_COMPARE)
 
 
 def _where_infer(ctx):

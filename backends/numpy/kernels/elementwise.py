@@ -21,6 +21,8 @@ _UFUNCS = {
     "Add": "add", "Sub": "subtract", "Mul": "multiply", "Neg": "negative", "Exp": "exp",
     "Abs": "absolute", "Log": "log", "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Tanh": "tanh",
     "Greater": "greater", "Less": "less", "Equal": "equal", "Not": "logical_not",
+    "GreaterOrEqual": "greater_equal", "LessOrEqual": "less_equal", "And": "logical_and",
+    "Or": "logical_or", "Xor": "logical_xor",
 }
 
 

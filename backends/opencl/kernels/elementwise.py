@@ -15,7 +15,7 @@ kernels, kernel = kernel_table()
 
 _DIRECT = ("Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal",
            "Sigmoid", "Tanh", "Softplus", "Erf", "Not", "Relu", "Greater", "Less", "Equal",
-           "HardSwish", "PRelu", "Where")
+           "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "HardSwish", "PRelu", "Where")
 
 
 def _direct(op_name: str):
