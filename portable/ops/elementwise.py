@@ -434,3 +434,17 @@ def _cast_grad(g, dys):
 declare("Cast", inputs=("input",), outputs=("output",), infer=_cast_infer, onnx_since=21,
         attrs={"to": Attr("int"), "saturate": Attr("int", 1)}, grad=_cast_grad,
         fusion="elementwise")
+
+
+def _cast_like_grad(g, dys):
+    x = g.inputs[0]
+    if g.dtype(x).kind != "f":
+        return [None, None]
+    return [g.emit("Cast", dys[0], to=to_onnx(g.dtype(x))), None]
+
+
+# Cast to the element type of a second tensor (whose values are never read)
+declare("CastLike", inputs=("input", "target_type"), outputs=("output",),
+        infer=lambda ctx: [TensorType(ctx.shape(0), ctx.dtype(1))], onnx_since=21,
+        attrs={"saturate": Attr("int", 1)}, grad=_cast_like_grad, nondiff_inputs=(1,),
+        ignored_inputs=(1,))

@@ -113,6 +113,73 @@ declare("ReduceMean", onnx_since=18, grad=_reduce_mean_grad, **REDUCE)
 declare("ReduceMax", onnx_since=20, grad=_extremum_grad, **REDUCE)
 declare("ReduceMin", onnx_since=20, grad=_extremum_grad, **REDUCE)
 
+# -- norms, products and log-sum-exp: an elementwise step, then a sum or a product ------------
+# (with noop_with_empty_axes and no axes the elementwise step still applies, as in ONNX)
+
+
+def _float_reduce_infer(ctx):
+    if ctx.dtype(0).kind != "f":
+        ctx.fail(f"data must be a float tensor, got {ctx.dtype(0).name}")
+    return _reduce_infer(ctx)
+
+
+def _axes_const(g, axes):
+    return g.const(np.asarray(axes, np.int64))
+
+
+def _sum_square_grad(g, dys):
+    x = g.inputs[0]
+    return [g.emit("Mul", broadcast_back(g, dys[0]), g.emit("Add", x, x)), None]
+
+
+def _l1_grad(g, dys):
+    x = g.inputs[0]
+    dtype = to_onnx(g.dtype(x))
+    sign = g.emit("Sub", g.emit("Cast", g.emit("Greater", x, g.scalar(0.0, x)), to=dtype),
+                  g.emit("Cast", g.emit("Less", x, g.scalar(0.0, x)), to=dtype))
+    return [g.emit("Mul", broadcast_back(g, dys[0]), sign), None]
+
+
+def _l2_grad(g, dys):
+    """x / y: undefined where the norm is 0, as the norm's derivative is."""
+    x, y = g.inputs[0], g.outputs[0]
+    return [g.emit("Mul", x, broadcast_back(g, g.emit("Div", dys[0], y))), None]
+
+
+def _log_sum_exp_grad(g, dys):
+    x, y = g.inputs[0], g.outputs[0]
+    softmax = g.emit("Exp", g.emit("Sub", x, _keep_dims(g, y, grad_axes(g))))
+    return [g.emit("Mul", softmax, broadcast_back(g, dys[0])), None]
+
+
+def _prod_grad(g, dys):
+    """The product of the other elements: y / x where x != 0; where x == 0, the product of
+    the non-zero ones if it is the slice's only zero, else 0."""
+    x, y = g.inputs[0], g.outputs[0]
+    axes = grad_axes(g)
+    if not axes:
+        return [dys[0], None]
+    zero = g.emit("Equal", x, g.scalar(0.0, x))
+    safe = g.emit("Where", zero, g.scalar(1.0, x), x)
+    others = g.emit("ReduceProd", safe, _axes_const(g, axes), keepdims=1)
+    zeros = g.emit("ReduceSum", g.emit("Cast", zero, to=to_onnx(g.dtype(x))),
+                   _axes_const(g, axes), keepdims=1)
+    lone = g.emit("Where", g.emit("Equal", zeros, g.scalar(1.0, x)), others, g.scalar(0.0, x))
+    partial = g.emit("Where", zero, lone, g.emit("Div", _keep_dims(g, y, axes), safe))
+    return [g.emit("Mul", partial, broadcast_back(g, dys[0])), None]
+
+
+declare("ReduceSumSquare", onnx_since=18, grad=_sum_square_grad, **REDUCE)
+declare("ReduceL1", onnx_since=18, grad=_l1_grad, **REDUCE)
+declare("ReduceProd", onnx_since=18, grad=_prod_grad, **REDUCE)
+declare("ReduceL2", onnx_since=18, grad=_l2_grad, **{**REDUCE, "infer": _float_reduce_infer})
+declare("ReduceLogSumExp", onnx_since=18, grad=_log_sum_exp_grad,
+        **{**REDUCE, "infer": _float_reduce_infer})
+declare("ReduceLogSum", onnx_since=18,  # d log(s) = ds / s, and s = exp(y)
+        grad=lambda g, dys: [broadcast_back(
+            g, g.emit("Div", dys[0], g.emit("Exp", g.outputs[0]))), None],
+        **{**REDUCE, "infer": _float_reduce_infer})
+
 
 def _arg_infer(ctx):
     shape = ctx.shape(0)

@@ -145,4 +145,8 @@ CASES = [
     Case("Identity", [rand(3, 4)]),
     Case("Cast", [rand(3, 4)], attrs={"to": 11}, name="to_double"),
     Case("Cast", [rand(3, 4, low=-5, high=5)], attrs={"to": 7}, name="to_int64", grad=False),
+    Case("CastLike", [rand(3, 4), np.zeros(2, np.float64)], name="to_double"),
+    Case("CastLike", [rand(3, 4, low=-5, high=5), np.zeros((), np.int32)], name="to_int32",
+         grad=False),
+    Case("CastLike", [ints(0, 2, -1), np.zeros(1, np.bool_)], name="to_bool", grad=False),
 ]

@@ -2,16 +2,23 @@
 import numpy as np
 
 from tests.ops.harness import Case, rand
+from tests.ops.harness import rand as harness_rand
 
 
 def i64(*values):
     return np.array(values, np.int64)
 
 
-def _reduce_cases(op, **kw):
+def _reduce_cases(op, ints=True, positive=False, **kw):
     """The configurations every Reduce* op shares: axes (negative too), keepdims, all axes,
-    empty axes with and without noop_with_empty_axes, an int input."""
-    return [
+    empty axes with and without noop_with_empty_axes, an int input (unless float-only);
+    ``positive``: inputs in (0.5, 1.5) (a log of the sum)."""
+    if positive:
+        def rand(*shape, seed=0):
+            return harness_rand(*shape, seed=seed, low=0.5, high=1.5)
+    else:
+        rand = harness_rand
+    cases = [
         Case(op, [rand(2, 3, 4), i64(1)], const=(1,), **kw),
         Case(op, [rand(2, 3, 4), i64(0, -1)], const=(1,), attrs={"keepdims": 0},
              name="nokeep", **kw),
@@ -20,9 +27,11 @@ def _reduce_cases(op, **kw):
              **kw),
         Case(op, [rand(2, 3), i64()], const=(1,), attrs={"noop_with_empty_axes": 1},
              name="noop", **kw),
-        Case(op, [np.arange(24, dtype=np.int64).reshape(2, 3, 4) % 7 - 3, i64(-2)], const=(1,),
-             name="int", grad=False),
     ]
+    if ints:
+        cases.append(Case(op, [np.arange(24, dtype=np.int64).reshape(2, 3, 4) % 7 - 3, i64(-2)],
+                          const=(1,), name="int", grad=False))
+    return cases
 
 
 # Ties along axis 1: the extremum's gradient is shared between them.
@@ -52,6 +61,17 @@ CASES = [
          attrs={"keepdims": 0}, grad=False, name="empty"),
     *_arg_cases("ArgMax"),
     *_arg_cases("ArgMin"),
+    *_reduce_cases("ReduceSumSquare"),
+    *_reduce_cases("ReduceL1"),
+    *_reduce_cases("ReduceProd"),
+    *_reduce_cases("ReduceL2", ints=False),
+    *_reduce_cases("ReduceLogSumExp", ints=False),
+    *_reduce_cases("ReduceLogSum", ints=False, positive=True),
+    # one zero in row 0 (its gradient is the product of the others), two in row 1 (all 0)
+    Case("ReduceProd", [np.array([[0.5, 0.0, -2.0, 1.5], [0.0, 3.0, 0.0, 0.7]], np.float32),
+                        i64(1)], const=(1,), name="zeros"),
+    Case("ReduceLogSumExp", [rand(2, 5) * 60, i64(1)], const=(1,), name="large",
+         rtol=1e-5, atol=1e-4),
 ]
 
 

@@ -257,3 +257,8 @@ def gelu(ctx, inputs, outputs, attrs):
 @kernel("Cast")
 def cast(ctx, inputs, outputs, attrs):
     outputs[0][...] = inputs[0].astype(from_onnx(attrs["to"]))
+
+
+@kernel("CastLike")
+def cast_like(ctx, inputs, outputs, attrs):
+    outputs[0][...] = inputs[0].astype(outputs[0].dtype)

@@ -45,6 +45,42 @@ def _reduce_kernel(fn_name: str, largest: bool | None = None, keep_dtype: bool =
     return run
 
 
+def _transformed_kernel(name: str, transform, reduce_name: str, finish=None):
+    """A reduction of ``transform(x)`` (sum or product, in x's dtype), then ``finish``; no
+    axes with noop_with_empty_axes leaves just the transform, as ONNX defines it."""
+    def run(ctx, inputs, outputs, attrs):
+        xp, x = ctx.xp, inputs[0]
+        value = getattr(xp, reduce_name)(transform(xp, x), axis=_axes(ctx, inputs, attrs),
+                                         keepdims=bool(attrs["keepdims"]), dtype=x.dtype)
+        outputs[0][...] = value if finish is None else finish(xp, value)
+    run.__name__ = name
+    return run
+
+
+kernel("ReduceSumSquare")(_transformed_kernel("reduce_sum_square", lambda xp, x: x * x, "sum"))
+kernel("ReduceL1")(_transformed_kernel("reduce_l1", lambda xp, x: xp.abs(x), "sum"))
+kernel("ReduceL2")(_transformed_kernel("reduce_l2", lambda xp, x: x * x, "sum",
+                                       lambda xp, v: xp.sqrt(v)))
+kernel("ReduceProd")(_transformed_kernel("reduce_prod", lambda xp, x: x, "prod"))
+kernel("ReduceLogSum")(_transformed_kernel("reduce_log_sum", lambda xp, x: x, "sum",
+                                           lambda xp, v: xp.log(v)))
+
+
+@kernel("ReduceLogSumExp")
+def reduce_log_sum_exp(ctx, inputs, outputs, attrs):
+    xp, x, out = ctx.xp, inputs[0], outputs[0]
+    axes = _axes(ctx, inputs, attrs)
+    if x.size == 0:
+        out[...] = -np.inf  # (the log of an empty sum)
+        return
+    # shifted by the largest element, so exp cannot overflow
+    top = xp.max(x, axis=axes, keepdims=True)
+    top = xp.where(xp.isfinite(top), top, 0)
+    total = xp.sum(xp.exp(x - top), axis=axes, keepdims=True, dtype=x.dtype)
+    value = xp.log(total) + top
+    out[...] = value if attrs["keepdims"] else value.reshape(out.shape)
+
+
 kernel("ReduceSum")(_reduce_kernel("sum"))
 # ONNX (and onnx.reference) accumulate the mean in the input's dtype.
 kernel("ReduceMean")(_reduce_kernel("mean", keep_dtype=True))

@@ -7,7 +7,7 @@ import numpy as np
 from portable.ops.reduce import reduced_axes
 
 from backends.opencl.allocator import empty, host_value
-from backends.opencl.arrayops import assign
+from backends.opencl.arrayops import apply, assign
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.reduction import reduce
 from backends.opencl.scalars import ctype, preamble
@@ -36,6 +36,47 @@ def _reduce_kernel(op_name: str):
 for _op, _name in (("ReduceSum", "sum"), ("ReduceMean", "mean"), ("ReduceMax", "max"),
                    ("ReduceMin", "min")):
     kernel(_op, half="native")(_reduce_kernel(_name))
+
+
+def _norm_kernel(name: str, before: str | None, reduce_name: str, after: str | None,
+                 alone: str | None):
+    """``after(reduce(before(x)))``; with noop_with_empty_axes and no axes, ``alone(x)``:
+    the elementwise part ONNX still applies."""
+    def run(ctx, inputs, outputs, attrs):
+        x, out = inputs[0], outputs[0]
+        axes = _axes(inputs, attrs)
+        if not axes:
+            assign(out, x) if alone is None else apply(alone, x, out=out)
+            return
+        reduce(x if before is None else apply(before, x), axes, reduce_name,
+               bool(attrs["keepdims"]), out)
+        if after is not None:
+            apply(after, out, out=out)
+    run.__name__ = name
+    return run
+
+
+# (sumsq squares as it reduces: no temporary)
+for _op, _parts in (("ReduceSumSquare", (None, "sumsq", None, "Square")),
+                    ("ReduceL2", (None, "sumsq", "Sqrt", "Abs")),
+                    ("ReduceL1", ("Abs", "sum", None, "Abs")),
+                    ("ReduceProd", (None, "prod", None, None)),
+                    ("ReduceLogSum", (None, "sum", "Log", "Log"))):
+    kernel(_op, half="native")(_norm_kernel(_op, *_parts))
+
+
+@kernel("ReduceLogSumExp", half="native")
+def reduce_log_sum_exp(ctx, inputs, outputs, attrs):
+    x, out = inputs[0], outputs[0]
+    axes = _axes(inputs, attrs)
+    if not axes:
+        assign(out, x)
+        return
+    # shifted by the largest element, so exp cannot overflow (a non-finite one shifts by 0)
+    top = reduce(x, axes, "max", True)
+    top = apply("Where", apply("Less", apply("Abs", top), np.inf), top, 0.0)
+    total = reduce(apply("Exp", apply("Sub", x, top)), axes, "sum", bool(attrs["keepdims"]))
+    apply("Add", apply("Log", total), top.reshape(total.shape), out=out)
 
 
 def _arg_kernel(op_name: str):
