@@ -222,33 +222,18 @@ def _topk_infer(ctx):
 
 
 def _topk_grad(g, dys):
-    """Each selected element gets its value's gradient; the others get zero."""
+    """Each selected element gets its value's gradient; the others get zero (the values are
+    GatherElements of the indices, so the gradient is its scatter-add)."""
     if dys[0] is None:
         return [None, None]
     x = g.inputs[0]
-    axis = g.attrs["axis"] % len(g.shape(x))
-    return [g.emit("portable.TopKGrad", dys[0], g.outputs[1], axis=axis,
-                   size=g.shape(x)[axis]), None]
+    return [g.emit("portable.GatherElementsGrad", dys[0], g.outputs[1],
+                   axis=g.attrs["axis"] % len(g.shape(x)), shape=list(g.shape(x))), None]
 
 
 declare("TopK", inputs=("X", "K"), outputs=("Values", "Indices"), infer=_topk_infer,
         attrs={"axis": Attr("int", -1), "largest": Attr("int", 1), "sorted": Attr("int", 1)},
         onnx_since=11, grad=_topk_grad, nondiff_inputs=(1,))
-
-
-def _topk_grad_infer(ctx):
-    shape = list(ctx.shape(0))
-    if ctx.shape(1) != tuple(shape):
-        ctx.fail(f"dy {tuple(shape)} and indices {ctx.shape(1)} must have one shape")
-    axis = normalize_axis(ctx, ctx.attrs["axis"], len(shape))
-    shape[axis] = ctx.attrs["size"]
-    return [TensorType(shape, ctx.dtype(0))]
-
-
-# dx of TopK: dy placed at the selected indices along ``axis`` (of length ``size``), zeros
-# elsewhere; the indices of one row are distinct, so nothing adds up
-declare("TopKGrad", domain="portable", inputs=("dy", "indices"), outputs=("dx",),
-        infer=_topk_grad_infer, attrs={"axis": Attr("int"), "size": Attr("int")})
 
 
 def topk_order_key(x: np.ndarray, largest: bool) -> np.ndarray:

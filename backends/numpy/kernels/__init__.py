@@ -1,11 +1,11 @@
 """The NumPy kernel table, gathered from one module per op family."""
 from __future__ import annotations
 
-from backends.numpy.kernels import (conv, elementwise, fused, linalg, loss, movement, nn, reduce,
-                                    rnn)
+from backends.numpy.kernels import (conv, elementwise, fused, indexing, linalg, loss, movement,
+                                    nn, reduce, rnn)
 
 kernels: dict = {}
-for _family in (conv, elementwise, fused, linalg, loss, movement, nn, reduce, rnn):
+for _family in (conv, elementwise, fused, indexing, linalg, loss, movement, nn, reduce, rnn):
     _clash = kernels.keys() & _family.kernels.keys()
     if _clash:
         raise ValueError(f"kernels registered by two families: {sorted(_clash)}")

@@ -118,10 +118,3 @@ def topk(ctx, inputs, outputs, attrs):
     chosen = xp.take(order, xp.arange(k), axis=axis)
     outputs[1][...] = chosen
     outputs[0][...] = xp.take_along_axis(x, chosen, axis=axis)
-
-
-@kernel("portable.TopKGrad")
-def topk_grad(ctx, inputs, outputs, attrs):
-    dx = outputs[0]
-    dx[...] = 0
-    ctx.xp.put_along_axis(dx, inputs[1], inputs[0], axis=attrs["axis"])

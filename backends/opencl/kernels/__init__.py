@@ -1,11 +1,12 @@
 """The OpenCL kernel table, gathered from one module per op family."""
 from __future__ import annotations
 
-from backends.opencl.kernels import (conv, elementwise, fused, linalg, loss, movement, nn,
-                                     pool, reduce, rnn)
+from backends.opencl.kernels import (conv, elementwise, fused, indexing, linalg, loss,
+                                     movement, nn, pool, reduce, rnn)
 
 kernels: dict = {}
-for _family in (conv, elementwise, fused, linalg, loss, movement, nn, pool, reduce, rnn):
+for _family in (conv, elementwise, fused, indexing, linalg, loss, movement, nn, pool, reduce,
+                rnn):
     _clash = kernels.keys() & _family.kernels.keys()
     if _clash:
         raise ValueError(f"kernels registered by two families: {sorted(_clash)}")

@@ -123,26 +123,6 @@ __kernel void topk(const int total, const int n, const int inner, const int k,
 }}
 """
 
-_TOPK_GRAD = """
-__kernel void topk_grad(const int total, const int size, const int inner, const int k,
-                        __global const {T}* dy, const int d_off,
-                        __global const long* indices, const int i_off,
-                        __global {T}* dx, const int o_off) {{
-  const int e = get_global_id(0);
-  if (e >= total) return;
-  const int in_ = e % inner;
-  const int t = (e / inner) % size;
-  const int outer = e / (inner * size);
-  {T} value = 0;
-  for (int j = 0; j < k; ++j) {{
-    const int at = (outer * k + j) * inner + in_;
-    if (indices[i_off + at] == t) value = dy[d_off + at];
-  }}
-  dx[o_off + e] = value;
-}}
-"""
-
-
 def _contiguous(array):
     return array if array.is_contiguous else array.copy()
 
@@ -169,20 +149,3 @@ def topk(ctx, inputs, outputs, attrs):
     for target, result in ((values, out_v), (indices, out_i)):
         if target is not result:
             assign(target, result)
-
-
-@kernel("portable.TopKGrad")
-def topk_grad(ctx, inputs, outputs, attrs):
-    dy, chosen, dx = _contiguous(inputs[0]), _contiguous(inputs[1]), outputs[0]
-    if dx.size == 0:
-        return
-    axis = attrs["axis"] % dx.ndim
-    runtime = dx.runtime
-    target = dx if dx.is_contiguous else empty(runtime, dx.shape, dx.dtype)
-    program = preamble([dy.dtype]) + _TOPK_GRAD.format(T=ctype(dy.dtype).storage)
-    runtime.launch1d(runtime.kernel(program, "topk_grad"), target.size, np.int32(target.size),
-                     np.int32(attrs["size"]), np.int32(max(_inner(dx.shape, axis), 1)),
-                     np.int32(dy.shape[axis]), dy.buffer, np.int32(dy.offset), chosen.buffer,
-                     np.int32(chosen.offset), target.buffer, np.int32(target.offset))
-    if target is not dx:
-        assign(dx, target)

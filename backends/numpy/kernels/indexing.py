@@ -1,0 +1,35 @@
+"""NumPy kernels: GatherElements and its scatter-add gradient."""
+from __future__ import annotations
+
+from portable.ops.indexing import read_block
+
+from portable.backend import kernel_table
+
+kernels, kernel = kernel_table()
+
+
+def _positions(xp, indices, size: int):
+    """The indices with negative ones counted from the end; outside [-size, size) raises."""
+    if indices.size and not -size <= int(indices.min()) <= int(indices.max()) < size:
+        raise IndexError(f"indices reach outside [-{size}, {size})")
+    return xp.where(indices < 0, indices + size, indices)
+
+
+@kernel("GatherElements")
+def gather_elements(ctx, inputs, outputs, attrs):
+    data, indices = inputs
+    axis = attrs["axis"] % data.ndim
+    block = data[read_block(indices.shape, axis)]
+    outputs[0][...] = ctx.xp.take_along_axis(block, _positions(ctx.xp, indices, data.shape[axis]),
+                                             axis=axis)
+
+
+@kernel("portable.GatherElementsGrad")
+def gather_elements_grad(ctx, inputs, outputs, attrs):
+    xp, (dy, indices), dx = ctx.xp, inputs, outputs[0]
+    axis = attrs["axis"] % dx.ndim
+    dx[...] = 0
+    where = list(xp.indices(indices.shape, sparse=True))
+    where[axis] = _positions(xp, indices, dx.shape[axis])
+    # unbuffered: repeated indices add up
+    xp.add.at(dx[read_block(indices.shape, axis)], tuple(where), dy)

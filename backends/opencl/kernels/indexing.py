@@ -1,0 +1,104 @@
+"""OpenCL kernels: GatherElements and its scatter-add gradient.
+
+Both work on the block of the data the indices reach (``read_block``), made contiguous, viewed
+as (outer, axis, inner): one work-item per output element. The gradient sums, for each element
+of that block, the dy entries whose index points at it: no atomics, the same order every run.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from portable.ops.indexing import read_block
+
+from backends.opencl.allocator import empty
+from backends.opencl.arrayops import assign
+from backends.opencl.kernels.table import kernel_table
+from backends.opencl.scalars import ctype, preamble
+
+kernels, kernel = kernel_table()
+
+_GATHER = """
+__kernel void gather_elements(const int total, const int count, const int size, const int inner,
+                              __global const {T}* data, const int d_off,
+                              __global const {I}* index, const int i_off,
+                              __global {T}* out, const int o_off, __global int* bad) {{
+  const int e = get_global_id(0);
+  if (e >= total) return;
+  const int in_ = e % inner;
+  const int outer = e / (inner * count);
+  long k = index[i_off + e];
+  if (k < -size || k >= size) {{ bad[0] = 1; k = 0; }}
+  if (k < 0) k += size;
+  out[o_off + e] = data[d_off + (outer * size + (int)k) * inner + in_];
+}}
+"""
+
+_SCATTER = """
+__kernel void scatter_add(const int total, const int count, const int size, const int inner,
+                          __global const {T}* dy, const int d_off,
+                          __global const {I}* index, const int i_off,
+                          __global {T}* out, const int o_off, __global int* bad) {{
+  const int e = get_global_id(0);
+  if (e >= total) return;
+  const int in_ = e % inner;
+  const int t = (e / inner) % size;
+  const int outer = e / (inner * size);
+  {A} acc = 0;
+  for (int j = 0; j < count; ++j) {{
+    const int at = (outer * count + j) * inner + in_;
+    long k = index[i_off + at];
+    if (k < -size || k >= size) {{ bad[0] = 1; continue; }}
+    if (k < 0) k += size;
+    if ((int)k == t) acc += dy[d_off + at];
+  }}
+  out[o_off + e] = acc;
+}}
+"""
+
+
+def _launch(template, name, source, index, out, size, axis):
+    """Run ``name`` over ``out`` (contiguous); ``source`` and ``index`` made contiguous."""
+    runtime = out.runtime
+    source = source if source.is_contiguous else source.copy()
+    index = index if index.is_contiguous else index.copy()
+    inner = int(np.prod(index.shape[axis + 1:], dtype=np.int64))
+    c = ctype(source.dtype)
+    program = preamble([source.dtype]) + template.format(T=c.storage, A=c.compute,
+                                                         I=ctype(index.dtype).storage)
+    bad = empty(runtime, (1,), np.int32)
+    assign(bad, 0)
+    runtime.launch1d(runtime.kernel(program, name), out.size, np.int32(out.size),
+                     np.int32(index.shape[axis]), np.int32(size), np.int32(max(inner, 1)),
+                     source.buffer, np.int32(source.offset), index.buffer,
+                     np.int32(index.offset), out.buffer, np.int32(out.offset), bad.buffer)
+    if bad.item():
+        raise IndexError(f"indices reach outside [-{size}, {size})")
+
+
+@kernel("GatherElements")
+def gather_elements(ctx, inputs, outputs, attrs):
+    data, index = inputs
+    out = outputs[0]
+    if out.size == 0:
+        return
+    axis = attrs["axis"] % data.ndim
+    target = out if out.is_contiguous else empty(out.runtime, out.shape, out.dtype)
+    _launch(_GATHER, "gather_elements", data[read_block(index.shape, axis)], index, target,
+            data.shape[axis], axis)
+    if target is not out:
+        assign(out, target)
+
+
+@kernel("portable.GatherElementsGrad")
+def gather_elements_grad(ctx, inputs, outputs, attrs):
+    dy, index = inputs
+    dx = outputs[0]
+    axis = attrs["axis"] % dx.ndim
+    assign(dx, 0)
+    block = dx[read_block(index.shape, axis)]
+    if block.size == 0:
+        return
+    target = block if block.is_contiguous else empty(dx.runtime, block.shape, dx.dtype)
+    _launch(_SCATTER, "scatter_add", dy, index, target, dx.shape[axis], axis)
+    if target is not block:
+        assign(block, target)

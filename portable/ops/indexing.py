@@ -1,0 +1,66 @@
+"""Ops indexed element by element along one axis: GatherElements (PyTorch's ``gather``) and
+its gradient, a scatter-add that TopK's gradient shares.
+
+Indices have the data's rank; along ``axis`` they pick a position (negative ones count from
+the end, once), and along every other axis they stay where they are, so the output has the
+indices' shape. ONNX lets the indices be shorter than the data on the other axes: only that
+leading block of the data is read (and receives gradient).
+"""
+from __future__ import annotations
+
+from portable.ir.graph import TensorType
+from portable.ops.movement import INDEX_DTYPES
+from portable.ops.registry import Attr, declare
+from portable.ops.rules import normalize_axis
+
+
+def read_block(indices_shape, axis: int) -> tuple[slice, ...]:
+    """The block of the data that indices of ``indices_shape`` can reach: all of ``axis``,
+    the indices' extent on every other axis."""
+    return tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(indices_shape))
+
+
+def _check(ctx, data_shape, axis_attr):
+    indices = ctx.type(1)
+    if indices.dtype not in INDEX_DTYPES:
+        ctx.fail(f"indices must be int32 or int64, got {indices.dtype.name}")
+    if len(indices.shape) != len(data_shape) or not data_shape:
+        ctx.fail(f"indices {indices.shape} must have the data's rank {len(data_shape)} (>= 1)")
+    axis = normalize_axis(ctx, axis_attr, len(data_shape))
+    if any(n > d for k, (n, d) in enumerate(zip(indices.shape, data_shape)) if k != axis):
+        ctx.fail(f"indices {indices.shape} exceed the data {tuple(data_shape)} off axis {axis}")
+    return axis
+
+
+def _gather_elements_infer(ctx):
+    _check(ctx, ctx.shape(0), ctx.attrs["axis"])
+    return [TensorType(ctx.shape(1), ctx.dtype(0))]
+
+
+def _gather_elements_grad(g, dys):
+    data, indices = g.inputs
+    return [g.emit("portable.GatherElementsGrad", dys[0], indices, axis=g.attrs["axis"],
+                   shape=list(g.shape(data))), None]
+
+
+declare("GatherElements", inputs=("data", "indices"), outputs=("output",),
+        infer=_gather_elements_infer, attrs={"axis": Attr("int", 0)}, onnx_since=13,
+        grad=_gather_elements_grad, nondiff_inputs=(1,))
+
+
+def _scatter_infer(ctx):
+    shape = tuple(ctx.attrs["shape"])
+    _check(ctx, shape, ctx.attrs["axis"])
+    if ctx.shape(0) != ctx.shape(1):
+        ctx.fail(f"dy {ctx.shape(0)} and indices {ctx.shape(1)} must have one shape")
+    return [TensorType(shape, ctx.dtype(0))]
+
+
+def _scatter_grad(g, dys):
+    return [g.emit("GatherElements", dys[0], g.inputs[1], axis=g.attrs["axis"]), None]
+
+
+declare("GatherElementsGrad", domain="portable", inputs=("dy", "indices"), outputs=("dx",),
+        infer=_scatter_infer, attrs={"axis": Attr("int", 0), "shape": Attr("ints")},
+        grad=_scatter_grad, nondiff_inputs=(1,),
+        doc="Zeros of `shape` with dy added at GatherElements' indices (repeats accumulate).")
