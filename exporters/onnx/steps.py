@@ -93,7 +93,8 @@ def where(node: Node, opset: int, version: int | None = None) -> str:
 @dataclass(frozen=True)
 class AttrToInput:
     """Before version ``since`` input ``index`` was the attribute ``attr`` (of ONNX kind
-    ``kind``); ``dtype`` is the input's dtype, ``"like:0"`` for input 0's."""
+    ``kind``, or ``"int1"``: an int that the input holds as a 1-element 1-D tensor, as TopK's
+    K); ``dtype`` is the input's dtype, ``"like:0"`` for input 0's."""
 
     since: int
     attr: str
@@ -111,6 +112,8 @@ class AttrToInput:
         array = np.asarray(value, dtype=dtype)
         if self.kind in ("float", "int"):
             array = array.reshape(())
+        elif self.kind == "int1":
+            array = array.reshape((1,))
         inputs = list(node.inputs) + [""] * (self.index + 1 - len(node.inputs))
         if inputs[self.index]:
             raise OpAttributeError(f"{where(node, ctx.opset)}: both attribute {self.attr!r} "

@@ -76,6 +76,14 @@ OLD_FORMS = {
     "constant_value_floats": (12, [node("Constant", [], ["c"], value_floats=[1.0, 2.0, 3.0, 4.0]),
                                    node("Add", ["x", "c"], ["y"])], [("x", X3)], ["y"], []),
     "not_opset_1": (1, [node("Not", ["x"], ["y"])], [("x", X3 > 0)], ["y"], []),
+    "reduce_norms_axes_attribute": (13, [node("ReduceL2", ["x"], ["a"], axes=[1]),
+                                         node("ReduceL1", ["x"], ["b"], axes=[-1], keepdims=0),
+                                         node("ReduceLogSumExp", ["x"], ["c"], axes=[0, 2]),
+                                         node("ReduceSumSquare", ["x"], ["d"]),
+                                         node("ReduceProd", ["x"], ["e"], axes=[2])],
+                                    [("x", X3)], ["a", "b", "c", "d", "e"], []),
+    "top_k_attribute": (9, [node("TopK", ["x"], ["v", "i"], k=2, axis=1)], [("x", X3)],
+                        ["v", "i"], []),
 }
 
 
@@ -132,7 +140,9 @@ def _canonical_graph():
     shape = b.op("Shape", x, start=1)
     flat = b.op("Dropout", b.op("Reshape", clipped, ints([2, -1])), b.const(np.float32(0.2)))
     dense = b.op("Gemm", flat, b.const(RNG.normal(size=(6, 3)).astype(np.float32)))
-    return b.build([gelu, right, expanded, log_soft, shape, dense])
+    norm2 = b.op("ReduceL2", x, ints([1]), keepdims=0)
+    top, _ = b.op("TopK", x, ints([2]), axis=-1, outputs=2)
+    return b.build([gelu, right, expanded, log_soft, shape, dense, norm2, top])
 
 
 GRAPH = _canonical_graph()
