@@ -81,10 +81,18 @@ _op("Not", "!{0}", 1)
 _op("Relu", "({0} < 0 ? 0 : {0})", 1)
 _op("Square", "{0} * {0}", 1)
 _op("Sign", "({0} > 0 ? 1 : ({0} < 0 ? -1 : 0))", 1)
+for _name, _fn in (("Sin", "sin"), ("Cos", "cos"), ("Tan", "tan"), ("Asin", "asin"),
+                   ("Acos", "acos"), ("Atan", "atan"), ("Sinh", "sinh"), ("Cosh", "cosh"),
+                   ("Asinh", "asinh"), ("Acosh", "acosh"), ("Atanh", "atanh"),
+                   ("Floor", "floor"), ("Ceil", "ceil"), ("Round", "rint")):  # rint: half to even
+    _op(_name, _fn + "({0})", 1, kinds="f")
+_op("Softsign", "{0} / (L(1.0) + fabs({0}))", 1, kinds="f")
 
 # -- activations with attributes ----------------------------------------------------------------
 _op("LeakyRelu", "({0} > 0 ? {0} : {alpha} * {0})", 1, params=("alpha",), kinds="f")
 _op("Elu", "({0} > 0 ? {0} : {alpha} * expm1({0}))", 1, params=("alpha",), kinds="f")
+_op("Selu", "{gamma} * ({0} > 0 ? {0} : {alpha} * expm1({0}))", 1, params=("alpha", "gamma"),
+    kinds="f")
 _op("HardSigmoid", "clamp({alpha} * {0} + {beta}, L(0.0), L(1.0))", 1,
     params=("alpha", "beta"), kinds="f")
 _op("HardSwish", "{0} * clamp({0} * L(0.16666666666666666) + L(0.5), L(0.0), L(1.0))", 1, kinds="f")

@@ -25,7 +25,7 @@ def _float_unary(ctx):
     return same_as_input(ctx)
 
 
-def _numeric_unary(ctx):
+def numeric_unary(ctx):
     if ctx.dtype(0).kind not in "iuf":
         ctx.fail(f"input must be numeric, got {ctx.dtype(0).name}")
     return same_as_input(ctx)
@@ -135,7 +135,7 @@ declare("Pow", inputs=("X", "Y"), outputs=("Z",), infer=_pow_infer, onnx_since=1
 
 # -- unary -------------------------------------------------------------------------------------
 
-_UNARY = dict(inputs=("X",), outputs=("Y",), infer=_float_unary, fusion="elementwise",
+UNARY = dict(inputs=("X",), outputs=("Y",), infer=_float_unary, fusion="elementwise",
               inplace=((0, 0),))
 
 
@@ -192,17 +192,17 @@ def _erf_grad(g, dys):
     return [g.emit("Mul", dys[0], _scale(g, gauss, 2.0 / math.sqrt(math.pi)))]
 
 
-declare("Neg", onnx_since=13, grad=_neg_grad, **{**_UNARY, "infer": _numeric_unary})
-declare("Abs", onnx_since=13, grad=_abs_grad, **{**_UNARY, "infer": _numeric_unary})
-declare("Exp", onnx_since=13, grad=_exp_grad, **_UNARY)
-declare("Log", onnx_since=13, grad=_log_grad, **_UNARY)
-declare("Sqrt", onnx_since=13, grad=_sqrt_grad, **_UNARY)
-declare("Reciprocal", onnx_since=13, grad=_reciprocal_grad, **_UNARY)
-declare("Sigmoid", onnx_since=13, grad=_sigmoid_grad, **_UNARY)
-declare("Tanh", onnx_since=13, grad=_tanh_grad, **_UNARY)
-declare("Softplus", onnx_since=22, grad=_softplus_grad, **_UNARY)
-declare("Erf", onnx_since=13, grad=_erf_grad, **_UNARY)
-declare("Not", onnx_since=1, **{**_UNARY, "infer": _bool_unary})
+declare("Neg", onnx_since=13, grad=_neg_grad, **{**UNARY, "infer": numeric_unary})
+declare("Abs", onnx_since=13, grad=_abs_grad, **{**UNARY, "infer": numeric_unary})
+declare("Exp", onnx_since=13, grad=_exp_grad, **UNARY)
+declare("Log", onnx_since=13, grad=_log_grad, **UNARY)
+declare("Sqrt", onnx_since=13, grad=_sqrt_grad, **UNARY)
+declare("Reciprocal", onnx_since=13, grad=_reciprocal_grad, **UNARY)
+declare("Sigmoid", onnx_since=13, grad=_sigmoid_grad, **UNARY)
+declare("Tanh", onnx_since=13, grad=_tanh_grad, **UNARY)
+declare("Softplus", onnx_since=22, grad=_softplus_grad, **UNARY)
+declare("Erf", onnx_since=13, grad=_erf_grad, **UNARY)
+declare("Not", onnx_since=1, **{**UNARY, "infer": _bool_unary})
 
 # -- activations with attributes ----------------------------------------------------------------
 
@@ -267,15 +267,15 @@ def _gelu_grad(g, dys):
     return [g.emit("Mul", dys[0], slope)]
 
 
-declare("Relu", onnx_since=14, grad=_relu_grad, **{**_UNARY, "infer": _numeric_unary})
+declare("Relu", onnx_since=14, grad=_relu_grad, **{**UNARY, "infer": numeric_unary})
 declare("LeakyRelu", onnx_since=16, grad=_leaky_relu_grad,
-        attrs={"alpha": Attr("float", 0.01)}, **_UNARY)
-declare("Elu", onnx_since=22, grad=_elu_grad, attrs={"alpha": Attr("float", 1.0)}, **_UNARY)
+        attrs={"alpha": Attr("float", 0.01)}, **UNARY)
+declare("Elu", onnx_since=22, grad=_elu_grad, attrs={"alpha": Attr("float", 1.0)}, **UNARY)
 declare("HardSigmoid", onnx_since=22, grad=_hard_sigmoid_grad,
-        attrs={"alpha": Attr("float", 0.2), "beta": Attr("float", 0.5)}, **_UNARY)
-declare("HardSwish", onnx_since=22, grad=_hard_swish_grad, **_UNARY)
+        attrs={"alpha": Attr("float", 0.2), "beta": Attr("float", 0.5)}, **UNARY)
+declare("HardSwish", onnx_since=22, grad=_hard_swish_grad, **UNARY)
 declare("Gelu", onnx_since=20, grad=_gelu_grad, attrs={"approximate": Attr("string", "none")},
-        **{**_UNARY, "infer": _gelu_infer})
+        **{**UNARY, "infer": _gelu_infer})
 
 
 def _prelu_infer(ctx):

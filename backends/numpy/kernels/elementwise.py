@@ -23,6 +23,9 @@ _UFUNCS = {
     "Greater": "greater", "Less": "less", "Equal": "equal", "Not": "logical_not",
     "GreaterOrEqual": "greater_equal", "LessOrEqual": "less_equal", "And": "logical_and",
     "Or": "logical_or", "Xor": "logical_xor",
+    "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "arcsin", "Acos": "arccos",
+    "Atan": "arctan", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "arcsinh", "Acosh": "arccosh",
+    "Atanh": "arctanh", "Floor": "floor", "Ceil": "ceil", "Round": "rint", "Sign": "sign",
 }
 
 
@@ -252,6 +255,19 @@ def gelu(ctx, inputs, outputs, attrs):
     gate += 1
     xp.multiply(x, gate, out=y)
     y *= 0.5
+
+
+@kernel("Softsign")
+def softsign(ctx, inputs, outputs, attrs):
+    x, y = inputs[0], outputs[0]
+    y[...] = x / (1 + ctx.xp.abs(x))
+
+
+@kernel("Selu")
+def selu(ctx, inputs, outputs, attrs):
+    xp, x, y = ctx.xp, inputs[0], outputs[0]
+    alpha, gamma = (x.dtype.type(attrs[k]) for k in ("alpha", "gamma"))
+    y[...] = gamma * xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0)))
 
 
 @kernel("Cast")

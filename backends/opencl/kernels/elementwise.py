@@ -15,7 +15,9 @@ kernels, kernel = kernel_table()
 
 _DIRECT = ("Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal",
            "Sigmoid", "Tanh", "Softplus", "Erf", "Not", "Relu", "Greater", "Less", "Equal",
-           "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "HardSwish", "PRelu", "Where")
+           "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "HardSwish", "PRelu", "Where",
+           "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+           "Floor", "Ceil", "Round", "Sign", "Softsign")
 
 
 def _direct(op_name: str):
@@ -48,6 +50,7 @@ def _with_params(op_name: str, *names: str):
 kernel("Mod", half="native")(_with_params("Mod", "fmod"))
 kernel("LeakyRelu", half="native")(_with_params("LeakyRelu", "alpha"))
 kernel("Elu", half="native")(_with_params("Elu", "alpha"))
+kernel("Selu", half="native")(_with_params("Selu", "alpha", "gamma"))
 kernel("HardSigmoid", half="native")(_with_params("HardSigmoid", "alpha", "beta"))
 
 
