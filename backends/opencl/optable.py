@@ -118,6 +118,17 @@ _op("NotEqual", "{0} != {1}", 2, result="bool")
 _op("And", "{0} && {1}", 2, result="bool")
 _op("Or", "{0} || {1}", 2, result="bool")
 _op("Xor", "(!{0}) != (!{1})", 2, result="bool")
+_op("BitwiseAnd", "{0} & {1}", 2, kinds="iu")
+_op("BitwiseOr", "{0} | {1}", 2, kinds="iu")
+_op("BitwiseXor", "{0} ^ {1}", 2, kinds="iu")
+_op("BitwiseNot", "~{0}", 1, kinds="iu")
+# (BitShift's opset-28 meaning: a count outside [0, width) gives 0, or -1 shifted right from
+# a negative value; a left shift works on the storage's unsigned bits)
+_UNSIGNED = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}
+_op("BitShiftLeft", lambda a, b: "(({1}) >= 0 && ({1}) < %d ? ((%s){0}) << ({1}) : 0)" % (
+    8 * a.dtype.itemsize, _UNSIGNED[a.dtype.itemsize]), 2, kinds="iu")
+_op("BitShiftRight", lambda a, b: "(({1}) >= 0 && ({1}) < %d ? ({0}) >> ({1}) : "
+    "(({0}) < 0 ? -1 : 0))" % (8 * a.dtype.itemsize), 2, kinds="iu")
 _op("IsNaN", lambda a: "isnan({0})" if a.is_float else "0", 1, result="bool")
 _op("Where", "({0} != 0 ? {1} : {2})", 3, promote=(1, 2))
 # A copy converting to the output's dtype (C conversions truncate toward zero, as astype).

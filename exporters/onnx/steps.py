@@ -212,6 +212,16 @@ def softmax_upgrade(node: Node, ctx: Rewriter) -> list[Node]:
             Node("Reshape", (out, shape), node.outputs, {}, f"{node.name}/reshape")]
 
 
+def bit_shift_downgrade(node: Node, ctx: Rewriter) -> list[Node]:
+    """Before 28 BitShift took unsigned integers only."""
+    known = ctx.type(node.inputs[0])
+    if known is None or known.dtype.kind != "u":
+        raise OpError(f"{where(node, ctx.opset)}: BitShift of "
+                      f"{'unknown' if known is None else known.dtype.name} values needs "
+                      f"opset >= 28 (older versions shift unsigned integers only)")
+    return [node]
+
+
 def softmax_downgrade(node: Node, ctx: Rewriter) -> list[Node]:
     """Before 13 only the last axis is one flattened row: another axis is swapped there."""
     known = ctx.type(node.inputs[0])

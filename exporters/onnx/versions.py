@@ -31,8 +31,9 @@ from portable.ops import registry
 
 from exporters.onnx import schemas
 from exporters.onnx.steps import (AttrToInput, RemovedAttr, Rewrite, Rewriter, Step,
-                                  batch_norm_downgrade, batch_norm_upgrade, dropout_mask_upgrade,
-                                  dropout_to_onnx, gemm_bias_downgrade, legacy_broadcast_upgrade,
+                                  batch_norm_downgrade, batch_norm_upgrade, bit_shift_downgrade,
+                                  dropout_mask_upgrade, dropout_to_onnx, gemm_bias_downgrade,
+                                  legacy_broadcast_upgrade,
                                   pad_axes_downgrade, pad_wrap_downgrade, prelu_channels_upgrade,
                                   shape_slice_downgrade, softmax_downgrade, softmax_upgrade,
                                   split_downgrade, where)
@@ -72,6 +73,7 @@ STEPS: dict[str, tuple[Step, ...]] = {
     "ReduceL1": _REDUCE_18, "ReduceL2": _REDUCE_18, "ReduceLogSum": _REDUCE_18,
     "ReduceLogSumExp": _REDUCE_18, "ReduceProd": _REDUCE_18, "ReduceSumSquare": _REDUCE_18,
     "TopK": (AttrToInput(10, "k", 1, "int1"),),
+    "BitShift": (Rewrite(28, None, bit_shift_downgrade),),
     "Pad": (AttrToInput(11, "pads", 1, "ints"), AttrToInput(11, "value", 2, "float", "like:0"),
             Rewrite(18, None, pad_axes_downgrade), Rewrite(19, None, pad_wrap_downgrade)),
     "Clip": (AttrToInput(11, "min", 1, "float", "like:0"),

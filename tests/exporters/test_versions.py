@@ -176,6 +176,23 @@ def test_export_refuses_what_an_old_opset_cannot_say():
         export_graph(b.build([y]), opset=99)
 
 
+def test_bit_shift_of_signed_values_needs_opset_28():
+    """Unsigned shifts export to older opsets, signed ones at 28 (both match onnxruntime);
+    below 28 a signed shift is refused naming the node, op and opset."""
+    for dtype, opsets in ((np.uint8, (18, default_opset())), (np.int32, (default_opset(),))):
+        b = GraphBuilder("shift")
+        x = b.input("x", (4,), dtype)
+        y = b.op("BitShift", x, b.const(np.array([1, 2, 3, 0], dtype)), direction="LEFT")
+        graph = b.build([y])
+        feed = np.array([1, 3, 100, -1 if dtype == np.int32 else 255], dtype)
+        ours = CompiledGraph(graph, cpu()).run({"x": feed})[0]
+        for opset in opsets:
+            model = export_graph(graph, opset=opset)
+            np.testing.assert_array_equal(ort_run(model, {"x": feed})[0], ours)
+    with pytest.raises(OpError, match=r"BitShift.*opset 23\).*opset >= 28"):
+        export_graph(graph, opset=23)
+
+
 def test_default_opset_is_one_onnxruntime_runs():
     ort = pytest.importorskip("onnxruntime")
     opset = default_opset()

@@ -26,6 +26,8 @@ _UFUNCS = {
     "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "arcsin", "Acos": "arccos",
     "Atan": "arctan", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "arcsinh", "Acosh": "arccosh",
     "Atanh": "arctanh", "Floor": "floor", "Ceil": "ceil", "Round": "rint", "Sign": "sign",
+    "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor",
+    "BitwiseNot": "invert",
 }
 
 
@@ -255,6 +257,19 @@ def gelu(ctx, inputs, outputs, attrs):
     gate += 1
     xp.multiply(x, gate, out=y)
     y *= 0.5
+
+
+@kernel("BitShift")
+def bit_shift(ctx, inputs, outputs, attrs):
+    xp, (x, count), out = ctx.xp, inputs, outputs[0]
+    inside = (count >= 0) & (count < 8 * x.dtype.itemsize)
+    count = xp.where(inside, count, 0).astype(x.dtype)
+    if attrs["direction"] == "LEFT":  # on the unsigned bits: a signed value wraps
+        bits = np.dtype(f"u{x.dtype.itemsize}")
+        shifted = xp.left_shift(x.view(bits), count.view(bits)).view(x.dtype)
+        out[...] = xp.where(inside, shifted, 0)
+    else:
+        out[...] = xp.where(inside, xp.right_shift(x, count), xp.where(x < 0, -1, 0))
 
 
 @kernel("Softsign")

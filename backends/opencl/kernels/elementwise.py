@@ -17,7 +17,8 @@ _DIRECT = ("Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Exp", "Log", "Sqrt"
            "Sigmoid", "Tanh", "Softplus", "Erf", "Not", "Relu", "Greater", "Less", "Equal",
            "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "HardSwish", "PRelu", "Where",
            "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
-           "Floor", "Ceil", "Round", "Sign", "Softsign")
+           "Floor", "Ceil", "Round", "Sign", "Softsign", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
+           "BitwiseNot")
 
 
 def _direct(op_name: str):
@@ -51,6 +52,14 @@ kernel("Mod", half="native")(_with_params("Mod", "fmod"))
 kernel("LeakyRelu", half="native")(_with_params("LeakyRelu", "alpha"))
 kernel("Elu", half="native")(_with_params("Elu", "alpha"))
 kernel("Selu", half="native")(_with_params("Selu", "alpha", "gamma"))
+
+
+@kernel("BitShift")
+def bit_shift(ctx, inputs, outputs, attrs):
+    op = TABLE["BitShiftLeft" if attrs["direction"] == "LEFT" else "BitShiftRight"]
+    fused = Fused(2)
+    fused.add(op, fused.input(0), fused.input(1))
+    run_elementwise(fused.steps, inputs[:2], outputs[:1])
 kernel("HardSigmoid", half="native")(_with_params("HardSigmoid", "alpha", "beta"))
 
 
