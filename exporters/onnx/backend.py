@@ -69,6 +69,7 @@ class PortableRep(BackendRep):
         self.input_names = [name for name, _ in graph.inputs]
         self.output_names = list(graph.outputs)
         self._plans: dict[tuple, CompiledGraph] = {}
+        self._shape_feeds = _shape_feeds(graph)
 
     def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
         return check_feeds(inputs, self.graph.input_types, label=f"graph {self.graph.name!r}")
@@ -76,7 +77,8 @@ class PortableRep(BackendRep):
     def plan(self, feeds: Mapping[str, np.ndarray]) -> CompiledGraph:
         """The compiled plan for these inputs' shapes (and specialised values), made on first
         use."""
-        values = {name: array for name, array in feeds.items() if specialised(array)}
+        values = {name: array for name, array in feeds.items()
+                  if specialised(array) or name in self._shape_feeds}
         key = tuple((array.shape, array.tobytes() if name in values else None)
                     for name, array in feeds.items())
         plan = self._plans.pop(key, None)
@@ -106,6 +108,20 @@ class PortableRep(BackendRep):
         except MemoryError as exc:
             raise ShapeError(f"graph {self.graph.name!r}: out of memory while running") from exc
         return namedtupledict("Outputs", self.output_names)(*host)
+
+
+def _shape_feeds(graph: Graph) -> set[str]:
+    """Graph inputs that some node reads at a ``shape_inputs`` position (their values decide
+    shapes, so plans are made with them)."""
+    from portable.ops import registry
+
+    names = {name for name, _ in graph.inputs}
+    found = set()
+    for node in graph.nodes:
+        for index in registry.get(node.op, node=node).shape_inputs:
+            if index < len(node.inputs) and node.inputs[index] in names:
+                found.add(node.inputs[index])
+    return found
 
 
 def specialised(array: np.ndarray) -> bool:

@@ -212,6 +212,21 @@ def softmax_upgrade(node: Node, ctx: Rewriter) -> list[Node]:
             Node("Reshape", (out, shape), node.outputs, {}, f"{node.name}/reshape")]
 
 
+def resize_10(node: Node, ctx: Rewriter) -> list[Node]:
+    """Resize 10 took the scales as input 1 with its own coordinate rules: not translated."""
+    raise OpError(f"{where(node, ctx.opset)}: Resize before version 11 (scales as input 1) is "
+                  f"not supported; convert the model to opset >= 11, or export at opset >= 11")
+
+
+def resize_required_inputs(node: Node, ctx: Rewriter) -> list[Node]:
+    """Before 13 Resize's roi and scales were required inputs: absent ones become empty."""
+    inputs = list(node.inputs) + [""] * (3 - len(node.inputs))
+    for index in (1, 2):
+        if not inputs[index]:
+            inputs[index] = ctx.constant(np.zeros(0, np.float32), f"{node.name}_empty{index}")
+    return [node.replace(inputs=tuple(inputs))]
+
+
 def bit_shift_downgrade(node: Node, ctx: Rewriter) -> list[Node]:
     """Before 28 BitShift took unsigned integers only."""
     known = ctx.type(node.inputs[0])

@@ -16,6 +16,9 @@ Defaults of facets left out:
   input ``i`` (BatchNormalization's running statistics); executors write it back after a run.
 - ``nondiff_inputs=()``: every float input gets a gradient; listed ones (shapes, axes) never do.
 - ``ignored_inputs=()``: inputs whose values the kernel never reads (Shape reads only the shape).
+- ``shape_inputs=()``: inputs of any dtype whose values decide the output's shape (Resize's
+  scales): a runtime that is handed them as graph inputs plans with their values. (Small
+  integer inputs are planned with their values anyway.)
 - ``fold=None``: outputs are known while planning only when every input value is; a fold rule
   computes them from input types alone (Shape).
 - ``random=False``: a random op is never constant-folded or merged by CSE.
@@ -72,6 +75,7 @@ class OpDef:
     view: bool = False
     ignored_inputs: tuple[int, ...] = ()
     nondiff_inputs: tuple[int, ...] = ()
+    shape_inputs: tuple[int, ...] = ()
     fusion: str = "opaque"
     onnx: OnnxSpec | None = None
     random: bool = False

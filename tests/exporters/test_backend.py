@@ -90,3 +90,22 @@ def test_shape_inputs_are_planned_with_their_values():
     assert rep.run([x, np.array([2, -1], np.int64)])[0].shape == (2, 6)
     np.testing.assert_array_equal(rep.run([x, np.array([4, 3], np.int64)])[0],
                                   x.reshape(4, 3))
+
+
+def test_resize_scales_given_at_run_time_are_planned_with_their_values():
+    """Resize's scales and roi decide the output shape (``shape_inputs``): fed as graph
+    inputs, each new value gets a plan of its own; every result matches onnxruntime."""
+    from tests.exporters.helpers import ort_run
+
+    x = np.random.default_rng(0).normal(size=(1, 1, 3, 4)).astype(np.float32)
+    scales = np.array([1, 1, 2, 1.5], np.float32)
+    model = make_model([onnx.helper.make_node("Resize", ["x", "", "scales"], ["y"],
+                                              mode="linear")],
+                       [("x", x), ("scales", scales)], ["y"], 19)
+    rep = backend.prepare(model)
+    for given in (scales, np.array([1, 1, 0.7, 2.5], np.float32), scales):
+        got = rep.run({"x": x, "scales": given})[0]
+        expected = ort_run(model, {"x": x, "scales": given})[0]
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    assert len(rep._plans) == 2

@@ -200,3 +200,23 @@ def test_default_opset_is_one_onnxruntime_runs():
     model = export_graph(GRAPH, {"w": W})
     assert model.opset_import[0].version == opset
     ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_resize_exports_from_opset_11_and_refuses_version_10():
+    """Resize in its opset-19 form writes opset 11 to newest (onnxruntime agrees); version 10,
+    whose scales were input 1, is refused both ways naming the node, op and opset."""
+    x = RNG.normal(size=(1, 2, 4, 5)).astype(np.float32)
+    b = GraphBuilder("resize")
+    data = b.input("x", x.shape)
+    y = b.op("Resize", data, None, b.const(np.array([1, 1, 2, 1.5], np.float32)), mode="linear")
+    graph = b.build([y])
+    ours = CompiledGraph(graph, cpu()).run({"x": x})[0]
+    for opset in (11, 13, 18, default_opset()):
+        np.testing.assert_allclose(ort_run(export_graph(graph, opset=opset), {"x": x})[0], ours,
+                                   rtol=1e-5, atol=1e-5)
+    with pytest.raises(OpError, match=r"Resize.*opset 10\).*before version 11"):
+        export_graph(graph, opset=10)
+    old = make_model([node("Resize", ["x", "s"], ["y"], mode="nearest")], [("x", x)], ["y"], 10,
+                     [tensor("s", [1, 1, 2, 2])])
+    with pytest.raises(OpError, match=r"Resize.*before version 11"):
+        import_graph(old)

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from backends.numpy.kernels import (conv, elementwise, fused, indexing, linalg, loss, movement,
-                                    nn, quantize, reduce, rnn)
+                                    nn, quantize, reduce, resize, rnn)
 
 kernels: dict = {}
 for _family in (conv, elementwise, fused, indexing, linalg, loss, movement, nn, quantize, reduce,
-                rnn):
+                resize, rnn):
     _clash = kernels.keys() & _family.kernels.keys()
     if _clash:
         raise ValueError(f"kernels registered by two families: {sorted(_clash)}")

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from backends.opencl.kernels import (conv, elementwise, fused, indexing, linalg, loss,
-                                     movement, nn, pool, quantize, reduce, rnn)
+                                     movement, nn, pool, quantize, reduce, resize, rnn)
 
 kernels: dict = {}
 for _family in (conv, elementwise, fused, indexing, linalg, loss, movement, nn, pool, quantize,
-                reduce, rnn):
+                reduce, resize, rnn):
     _clash = kernels.keys() & _family.kernels.keys()
     if _clash:
         raise ValueError(f"kernels registered by two families: {sorted(_clash)}")
