@@ -87,6 +87,15 @@ for _name, _fn in (("Sin", "sin"), ("Cos", "cos"), ("Tan", "tan"), ("Asin", "asi
                    ("Floor", "floor"), ("Ceil", "ceil"), ("Round", "rint")):  # rint: half to even
     _op(_name, _fn + "({0})", 1, kinds="f")
 _op("Softsign", "{0} / (L(1.0) + fabs({0}))", 1, kinds="f")
+_op("Mish", "{0} * tanh({0} > L(20.0) ? {0} : log1p(exp({0})))", 1, kinds="f")
+_op("Swish", "{0} / (L(1.0) + exp(-{alpha} * {0}))", 1, params=("alpha",), kinds="f")
+_op("ThresholdedRelu", "({0} > {alpha} ? {0} : 0)", 1, params=("alpha",), kinds="f")
+_op("Shrink", "({0} < -{lambd} ? {0} + {bias} : ({0} > {lambd} ? {0} - {bias} : 0))", 1,
+    params=("bias", "lambd"))
+_op("Celu", "(fmax({0}, L(0.0)) + fmin(L(0.0), {alpha} * expm1({0} / {alpha})))", 1,
+    params=("alpha",), kinds="f")
+_op("IsInf", "(isinf({0}) && ({0} > 0 ? {detect_positive} != 0 : {detect_negative} != 0))",
+    1, result="bool", params=("detect_negative", "detect_positive"), kinds="f")
 
 # -- activations with attributes ----------------------------------------------------------------
 _op("LeakyRelu", "({0} > 0 ? {0} : {alpha} * {0})", 1, params=("alpha",), kinds="f")

@@ -1,5 +1,5 @@
 """Reduction ops: ReduceSum/Mean/Max/Min (axes as an input, the ONNX opset 18 form),
-ArgMax/ArgMin, TopK."""
+ArgMax/ArgMin, TopK, CumSum."""
 from __future__ import annotations
 
 import functools
@@ -242,3 +242,39 @@ def topk_order_key(x: np.ndarray, largest: bool) -> np.ndarray:
     if not largest:
         return x
     return -x if x.dtype.kind == "f" else ~x
+
+# -- CumSum ----------------------------------------------------------------------------------
+
+
+def cumsum_axis(ctx_or_value, rank: int) -> int:
+    """CumSum's axis (its second input, a scalar) as a non-negative axis."""
+    axis = int(np.asarray(ctx_or_value).reshape(-1)[0])
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def _cumsum_infer(ctx):
+    shape = ctx.shape(0)
+    if not shape:
+        ctx.fail("x must have rank >= 1")
+    if ctx.dtype(1).kind not in "iu" or int(np.prod(ctx.shape(1), dtype=np.int64)) != 1:
+        ctx.fail(f"axis must be one integer, got {ctx.dtype(1).name}{list(ctx.shape(1))}")
+    if ctx.known(1):
+        try:
+            cumsum_axis(ctx.value(1), len(shape))
+        except ValueError as exc:
+            ctx.fail(str(exc))
+    return [TensorType(shape, ctx.dtype(0))]
+
+
+def _cumsum_grad(g, dys):
+    """Each input adds to the sums after it (before it, reversed): the gradient is the
+    cumulative sum of dy the other way, with the same exclusivity."""
+    return [g.emit("CumSum", dys[0], g.inputs[1], exclusive=g.attrs["exclusive"],
+                   reverse=1 - g.attrs["reverse"]), None]
+
+
+declare("CumSum", inputs=("x", "axis"), outputs=("y",), infer=_cumsum_infer, onnx_since=14,
+        attrs={"exclusive": Attr("int", 0), "reverse": Attr("int", 0)}, grad=_cumsum_grad,
+        nondiff_inputs=(1,))

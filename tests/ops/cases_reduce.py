@@ -92,3 +92,15 @@ CASES += [
          grad=False, name="uint8"),
     Case("TopK", [rand(3, 4), i64(0)], const=(1,), outputs=2, grad=False, name="k0"),
 ]
+
+CASES += [
+    Case("CumSum", [rand(3, 4), np.array(1, np.int64)], const=(1,)),
+    Case("CumSum", [rand(2, 3, 4), np.array(-2, np.int32)], const=(1,),
+         attrs={"exclusive": 1}, name="exclusive"),
+    Case("CumSum", [rand(2, 3, 4), np.array(0, np.int64)], const=(1,), attrs={"reverse": 1},
+         name="reverse"),
+    Case("CumSum", [rand(5, 2), np.array(0, np.int64)], const=(1,),
+         attrs={"reverse": 1, "exclusive": 1}, name="reverse_exclusive"),
+    Case("CumSum", [np.arange(12, dtype=np.int32).reshape(3, 4), np.array(1, np.int64)],
+         const=(1,), attrs={"exclusive": 1}, name="int", grad=False),
+]

@@ -32,4 +32,17 @@ CASES = [
     Case("Round", [HALVES], name="halves_to_even", grad=False),
     Case("Sign", [OFF_STEPS]),
     Case("Sign", [np.array([-3, 0, 7], np.int32)], name="int", grad=False),
+    # (inputs away from each kink, where finite differences would straddle it)
+    Case("ThresholdedRelu", [OFF_STEPS], attrs={"alpha": 0.6}),
+    Case("Shrink", [OFF_STEPS], attrs={"bias": 0.3, "lambd": 0.6}),
+    Case("Shrink", [np.array([-5, -1, 0, 2, 9], np.int32)], attrs={"bias": 1.0, "lambd": 1.5},
+         name="int", grad=False),
+    Case("Celu", [rand(3, 4, low=-2.0, high=2.0)], attrs={"alpha": 0.7}),
+    Case("Mish", [rand(3, 4, low=-4.0, high=4.0)]),
+    Case("Mish", [np.array([-100.0, 30.0, 100.0], np.float32)], name="large", grad=False),
+    Case("Swish", [rand(3, 4, low=-4.0, high=4.0)], attrs={"alpha": 1.5}),
+    Case("IsNaN", [np.array([1.0, np.nan, -np.inf, 0.0], np.float32)]),
+    Case("IsInf", [np.array([1.0, np.nan, -np.inf, np.inf], np.float32)]),
+    Case("IsInf", [np.array([1.0, np.nan, -np.inf, np.inf], np.float32)],
+         attrs={"detect_negative": 0}, name="positive_only"),
 ]

@@ -27,7 +27,7 @@ _UFUNCS = {
     "Atan": "arctan", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "arcsinh", "Acosh": "arccosh",
     "Atanh": "arctanh", "Floor": "floor", "Ceil": "ceil", "Round": "rint", "Sign": "sign",
     "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor",
-    "BitwiseNot": "invert",
+    "BitwiseNot": "invert", "IsNaN": "isnan",
 }
 
 
@@ -270,6 +270,47 @@ def bit_shift(ctx, inputs, outputs, attrs):
         out[...] = xp.where(inside, shifted, 0)
     else:
         out[...] = xp.where(inside, xp.right_shift(x, count), xp.where(x < 0, -1, 0))
+
+
+@kernel("ThresholdedRelu")
+def thresholded_relu(ctx, inputs, outputs, attrs):
+    x = inputs[0]
+    outputs[0][...] = ctx.xp.where(x > x.dtype.type(attrs["alpha"]), x, 0)
+
+
+@kernel("Shrink")
+def shrink(ctx, inputs, outputs, attrs):
+    xp, x = ctx.xp, inputs[0]
+    lambd, bias = attrs["lambd"], attrs["bias"]
+    outputs[0][...] = xp.where(x < -lambd, x + bias, xp.where(x > lambd, x - bias, 0))
+
+
+@kernel("Celu")
+def celu(ctx, inputs, outputs, attrs):
+    xp, x = ctx.xp, inputs[0]
+    alpha = x.dtype.type(attrs["alpha"])
+    outputs[0][...] = xp.maximum(x, 0) + xp.minimum(0, alpha * xp.expm1(x / alpha))
+
+
+@kernel("Mish")
+def mish(ctx, inputs, outputs, attrs):
+    xp, x = ctx.xp, inputs[0]
+    outputs[0][...] = x * xp.tanh(xp.logaddexp(0, x))  # (softplus without overflow)
+
+
+@kernel("Swish")
+def swish(ctx, inputs, outputs, attrs):
+    xp, x = ctx.xp, inputs[0]
+    scaled = x * x.dtype.type(attrs["alpha"])
+    outputs[0][...] = x / (1 + xp.exp(-scaled))
+
+
+@kernel("IsInf")
+def is_inf(ctx, inputs, outputs, attrs):
+    xp, x = ctx.xp, inputs[0]
+    positive = (x == xp.inf) if attrs["detect_positive"] else xp.zeros(x.shape, bool)
+    negative = (x == -xp.inf) if attrs["detect_negative"] else xp.zeros(x.shape, bool)
+    outputs[0][...] = positive | negative
 
 
 @kernel("Softsign")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from portable.ops.reduce import reduced_axes, topk_order_key
+from portable.ops.reduce import cumsum_axis, reduced_axes, topk_order_key
 
 from portable.backend import kernel_table
 
@@ -118,3 +118,18 @@ def topk(ctx, inputs, outputs, attrs):
     chosen = xp.take(order, xp.arange(k), axis=axis)
     outputs[1][...] = chosen
     outputs[0][...] = xp.take_along_axis(x, chosen, axis=axis)
+
+
+@kernel("CumSum")
+def cumsum(ctx, inputs, outputs, attrs):
+    xp, x, out = ctx.xp, inputs[0], outputs[0]
+    axis = cumsum_axis(ctx.backend.to_numpy(inputs[1]), x.ndim)
+    source = xp.flip(x, axis) if attrs["reverse"] else x
+    total = xp.cumsum(source, axis=axis, dtype=x.dtype)
+    if attrs["exclusive"]:  # each sum without its own element: shifted by one place
+        later, earlier = ([slice(None)] * x.ndim for _ in range(2))
+        later[axis], earlier[axis] = slice(1, None), slice(None, -1)
+        shifted = xp.zeros_like(total)
+        shifted[tuple(later)] = total[tuple(earlier)]
+        total = shifted
+    out[...] = xp.flip(total, axis) if attrs["reverse"] else total

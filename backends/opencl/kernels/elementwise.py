@@ -5,7 +5,6 @@ kernel loads and stores float16 directly (computing in float32).
 """
 from __future__ import annotations
 
-from portable.dtypes import from_onnx
 
 from backends.opencl.codegen import Fused, run_elementwise
 from backends.opencl.kernels.table import kernel_table
@@ -18,7 +17,7 @@ _DIRECT = ("Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Exp", "Log", "Sqrt"
            "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "HardSwish", "PRelu", "Where",
            "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
            "Floor", "Ceil", "Round", "Sign", "Softsign", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
-           "BitwiseNot")
+           "BitwiseNot", "Mish", "IsNaN")
 
 
 def _direct(op_name: str):
@@ -52,6 +51,11 @@ kernel("Mod", half="native")(_with_params("Mod", "fmod"))
 kernel("LeakyRelu", half="native")(_with_params("LeakyRelu", "alpha"))
 kernel("Elu", half="native")(_with_params("Elu", "alpha"))
 kernel("Selu", half="native")(_with_params("Selu", "alpha", "gamma"))
+kernel("Swish", half="native")(_with_params("Swish", "alpha"))
+kernel("ThresholdedRelu", half="native")(_with_params("ThresholdedRelu", "alpha"))
+kernel("Shrink", half="native")(_with_params("Shrink", "bias", "lambd"))
+kernel("Celu", half="native")(_with_params("Celu", "alpha"))
+kernel("IsInf", half="native")(_with_params("IsInf", "detect_negative", "detect_positive"))
 
 
 @kernel("BitShift")

@@ -1,10 +1,10 @@
 """OpenCL kernels: ReduceSum/Mean/Max/Min and ArgMax/ArgMin, on the generated reductions;
-TopK and its gradient."""
+TopK; CumSum."""
 from __future__ import annotations
 
 import numpy as np
 
-from portable.ops.reduce import reduced_axes
+from portable.ops.reduce import cumsum_axis, reduced_axes
 
 from backends.opencl.allocator import empty, host_value
 from backends.opencl.arrayops import apply, assign
@@ -149,3 +149,45 @@ def topk(ctx, inputs, outputs, attrs):
     for target, result in ((values, out_v), (indices, out_i)):
         if target is not result:
             assign(target, result)
+
+
+# -- CumSum: one work-item per row along the axis, summing in order (the same order every
+# run, in the compute type) ------------------------------------------------------------------
+
+_CUMSUM = """
+__kernel void cumsum(const int rows, const int n, const int inner, const int exclusive,
+                     const int reverse, __global const {T}* x, const int x_off,
+                     __global {T}* y, const int y_off) {{
+  const int r = get_global_id(0);
+  if (r >= rows) return;
+  const int base = (r / inner) * n * inner + r % inner;
+  {A} acc = 0;
+  for (int k = 0; k < n; ++k) {{
+    const int at = base + (reverse ? n - 1 - k : k) * inner;
+    const {A} value = x[x_off + at];
+    if (!exclusive) acc += value;
+    y[y_off + at] = acc;
+    if (exclusive) acc += value;
+  }}
+}}
+"""
+
+
+@kernel("CumSum")
+def cumsum(ctx, inputs, outputs, attrs):
+    x, out = _contiguous(inputs[0]), outputs[0]
+    if out.size == 0:
+        return
+    axis = cumsum_axis(host_value(inputs[1]), x.ndim)
+    runtime = x.runtime
+    target = out if out.is_contiguous else empty(runtime, out.shape, out.dtype)
+    c = ctype(x.dtype)
+    program = preamble([x.dtype]) + _CUMSUM.format(T=c.storage, A=c.compute)
+    inner = max(_inner(x.shape, axis), 1)
+    rows = x.size // max(x.shape[axis], 1)
+    runtime.launch1d(runtime.kernel(program, "cumsum"), rows, np.int32(rows),
+                     np.int32(x.shape[axis]), np.int32(inner), np.int32(attrs["exclusive"]),
+                     np.int32(attrs["reverse"]), x.buffer, np.int32(x.offset), target.buffer,
+                     np.int32(target.offset))
+    if target is not out:
+        assign(out, target)
