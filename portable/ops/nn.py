@@ -1,5 +1,5 @@
-"""Neural-network ops: normalisation (BatchNormalization, LayerNormalization, LRN), Dropout,
-Softmax and LogSoftmax.
+"""Neural-network ops: normalisation (BatchNormalization, LayerNormalization, RMSNormalization,
+LRN), Dropout, Softmax and LogSoftmax.
 
 Mode-dependent ops (BatchNormalization, Dropout) declare a ``training_mode`` facet that rewrites
 one node for training or inference; ``portable.passes.training`` applies it to a whole graph.
@@ -187,6 +187,45 @@ declare("LayerNormalizationGrad", domain="portable",
         infer=_layer_norm_grad_infer, attrs=_LAYER_NORM_ATTRS, inplace=((0, 0),),
         doc="LayerNormalization gradient; d_scale has the normalised shape X.shape[axis:] "
             "(at Scale's rank), not yet summed down to Scale's shape.")
+
+# -- RMSNormalization --------------------------------------------------------------------------
+
+
+def _rms_norm_infer(ctx):
+    require_float(ctx, 0)
+    x = ctx.shape(0)
+    axis = _layer_norm_axis(ctx)
+    if ONNX_DTYPES.get(ctx.attrs["stash_type"], np.dtype(np.int8)).kind != "f":
+        ctx.fail(f"stash_type={ctx.attrs['stash_type']} is not a floating-point element type")
+    if ctx.dtype(1) != ctx.dtype(0):
+        ctx.fail(f"scale must have X's dtype {ctx.dtype(0)}, got {ctx.dtype(1)}")
+    if broadcast_shapes(ctx, [ctx.shape(1), x]) != x or \
+            any(d != 1 for d in ctx.shape(1)[:max(len(ctx.shape(1)) - len(x[axis:]), 0)]):
+        ctx.fail(f"scale of shape {ctx.shape(1)} does not broadcast to X's normalised axes "
+                 f"{x[axis:]}")
+    return [ctx.type(0)]
+
+
+def _rms_norm_grad(g, dys):
+    """With r = 1 / sqrt(mean(x^2) + eps) and n = x r: d_scale = sum(dy n) and
+    dx = r (dn - n mean(dn n)), dn = dy scale (means over the normalised axes)."""
+    x, scale = g.inputs
+    rank = len(g.shape(x))
+    axes = g.const(np.arange(g.attrs["axis"] % rank, rank, dtype=np.int64))
+
+    def mean(value):
+        return g.emit("ReduceMean", value, axes, keepdims=1)
+
+    r = g.emit("Reciprocal", g.emit("Sqrt", g.emit(
+        "Add", mean(g.emit("Mul", x, x)), g.scalar(g.attrs["epsilon"], x))))
+    n = g.emit("Mul", x, r)
+    dn = g.emit("Mul", dys[0], scale)
+    dx = g.emit("Mul", r, g.emit("Sub", dn, g.emit("Mul", n, mean(g.emit("Mul", dn, n)))))
+    return [dx, g.sum_to(g.emit("Mul", dys[0], n), scale)]
+
+
+declare("RMSNormalization", inputs=("X", "scale"), outputs=("Y",), infer=_rms_norm_infer,
+        attrs=_LAYER_NORM_ATTRS, onnx_since=23, grad=_rms_norm_grad)
 
 # -- LRN ---------------------------------------------------------------------------------------
 

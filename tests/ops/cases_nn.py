@@ -203,3 +203,11 @@ CASES = [
     Case("LogSoftmax", [rand(2, 3, 4, low=-5, high=5)], attrs={"axis": 1}, name="axis1"),
     Case("LogSoftmax", [rand(2, 3, low=500, high=510)], grad=False, name="large"),
 ]
+
+CASES += [
+    Case("RMSNormalization", [rand(2, 3, 4), rand(4, seed=1, low=0.5, high=1.5)]),
+    Case("RMSNormalization", [rand(2, 3, 4), rand(3, 4, seed=1, low=0.5, high=1.5)],
+         attrs={"axis": 1, "epsilon": 1e-3}, name="two_axes"),
+    Case("RMSNormalization", [rand(4, 6), rand(1, 6, seed=2)], attrs={"axis": -1},
+         name="scale_with_leading_one"),
+]

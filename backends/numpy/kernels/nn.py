@@ -166,6 +166,16 @@ def layer_normalization(ctx, inputs, outputs, attrs):
             out[...] = stat.reshape(out.shape)
 
 
+@kernel("RMSNormalization")
+def rms_normalization(ctx, inputs, outputs, attrs):
+    xp, (x, scale), y = ctx.xp, inputs, outputs[0]
+    axes = tuple(range(attrs["axis"] % x.ndim, x.ndim))
+    wide = x.astype(_stat_dtype(x.dtype, _STASH_TYPES.get(attrs["stash_type"], np.float32)))
+    mean_square = xp.mean(wide * wide, axis=axes, keepdims=True)
+    normalized = wide / xp.sqrt(mean_square + wide.dtype.type(attrs["epsilon"]))
+    xp.multiply(normalized.astype(x.dtype, copy=False), scale, out=y)
+
+
 @kernel("portable.LayerNormalizationGrad")
 def layer_normalization_grad(ctx, inputs, outputs, attrs):
     xp = ctx.xp

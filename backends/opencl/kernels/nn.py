@@ -190,6 +190,15 @@ class _RowMoments:
         self.inv_std = apply("InvStd", self.var, params=[attrs["epsilon"]])
 
 
+@kernel("RMSNormalization")
+def rms_normalization(ctx, inputs, outputs, attrs):
+    # (float16 runs upcast to float32, the default stash type, by the kernel table)
+    x, scale = inputs
+    axes = tuple(range(attrs["axis"] % x.ndim, x.ndim))
+    inv_rms = apply("InvStd", reduce(x, axes, "meansq", True), params=[attrs["epsilon"]])
+    apply("Mul", apply("Mul", x, inv_rms), scale, out=outputs[0])
+
+
 @kernel("LayerNormalization")
 def layer_normalization(ctx, inputs, outputs, attrs):
     x, scale = inputs[:2]
