@@ -135,14 +135,16 @@ def _layer_norm_axis(ctx) -> int:
     return normalize_axis(ctx, ctx.attrs["axis"], len(ctx.shape(0)))
 
 
-def _layer_norm_infer(ctx):
+def _check_normalisation(ctx, params: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """X float, a float stash_type, and each parameter input (Scale, B) of X's dtype,
+    broadcasting to the normalised axes X.shape[axis:]. Returns X's shape and the axis."""
     require_float(ctx, 0)
     x = ctx.shape(0)
     axis = _layer_norm_axis(ctx)
     if ONNX_DTYPES.get(ctx.attrs["stash_type"], np.dtype(np.int8)).kind != "f":
         ctx.fail(f"stash_type={ctx.attrs['stash_type']} is not a floating-point element type")
     normalized = x[axis:]
-    for i in (1, 2):
+    for i in params:
         if not ctx.has(i):
             continue
         if ctx.dtype(i) != ctx.dtype(0):
@@ -153,8 +155,13 @@ def _layer_norm_infer(ctx):
                 or any(d != 1 for d in shape[:max(len(shape) - len(normalized), 0)])):
             ctx.fail(f"input {ctx.op.input_name(i)!r} of shape {shape} does not broadcast "
                      f"to X's normalised axes {normalized}")
+    return x, axis
+
+
+def _layer_norm_infer(ctx):
+    x, axis = _check_normalisation(ctx, (1, 2))
     # Mean and InvStdDev take X's dtype, as onnx.reference computes them.
-    stats = TensorType(x[:axis] + (1,) * len(normalized), ctx.dtype(0))
+    stats = TensorType(x[:axis] + (1,) * (len(x) - axis), ctx.dtype(0))
     return [ctx.type(0), stats, stats]
 
 
@@ -192,17 +199,7 @@ declare("LayerNormalizationGrad", domain="portable",
 
 
 def _rms_norm_infer(ctx):
-    require_float(ctx, 0)
-    x = ctx.shape(0)
-    axis = _layer_norm_axis(ctx)
-    if ONNX_DTYPES.get(ctx.attrs["stash_type"], np.dtype(np.int8)).kind != "f":
-        ctx.fail(f"stash_type={ctx.attrs['stash_type']} is not a floating-point element type")
-    if ctx.dtype(1) != ctx.dtype(0):
-        ctx.fail(f"scale must have X's dtype {ctx.dtype(0)}, got {ctx.dtype(1)}")
-    if broadcast_shapes(ctx, [ctx.shape(1), x]) != x or \
-            any(d != 1 for d in ctx.shape(1)[:max(len(ctx.shape(1)) - len(x[axis:]), 0)]):
-        ctx.fail(f"scale of shape {ctx.shape(1)} does not broadcast to X's normalised axes "
-                 f"{x[axis:]}")
+    _check_normalisation(ctx, (1,))
     return [ctx.type(0)]
 
 
