@@ -1,4 +1,4 @@
-"""Shape-driven ops: Size, DepthToSpace / SpaceToDepth (pixel shuffle), Hardmax.
+"""Shape-driven ops: Size, DepthToSpace / SpaceToDepth (pixel shuffle), Hardmax, OneHot.
 
 DepthToSpace and SpaceToDepth are one reshape, transpose, reshape each (:func:`shuffle_plan`),
 which every backend runs as views and one copy; their gradients are the inverse plan.
@@ -86,3 +86,34 @@ def _hardmax_infer(ctx):
 # 1 at the first largest element along the axis, 0 elsewhere (piecewise constant: no gradient)
 declare("Hardmax", inputs=("input",), outputs=("output",), infer=_hardmax_infer,
         attrs={"axis": Attr("int", -1)}, onnx_since=13)
+
+# -- OneHot ----------------------------------------------------------------------------------
+
+
+def one_hot_depth(value) -> int:
+    """OneHot's depth input (a scalar, or one value): a positive count."""
+    depth = np.asarray(value).reshape(-1)
+    if depth.size != 1 or not depth[0] >= 1:
+        raise ValueError(f"depth must be one positive value, got {depth.tolist()}")
+    return int(depth[0])
+
+
+def _one_hot_infer(ctx):
+    shape = ctx.shape(0)
+    if ctx.dtype(0).kind not in "iuf":
+        ctx.fail(f"indices must be numeric, got {ctx.dtype(0).name}")
+    if int(np.prod(ctx.shape(2), dtype=np.int64)) != 2:
+        ctx.fail(f"values must hold [off, on], got shape {ctx.shape(2)}")
+    try:
+        depth = one_hot_depth(ctx.value(1))
+    except ValueError as exc:
+        ctx.fail(str(exc))
+    axis = normalize_axis(ctx, ctx.attrs["axis"], len(shape) + 1)
+    return [TensorType(shape[:axis] + (depth,) + shape[axis:], ctx.dtype(2))]
+
+
+# on where the index (negative ones counted from the end) equals the position along the new
+# axis, off elsewhere (indices outside [-depth, depth) give a row of off); no gradient
+declare("OneHot", inputs=("indices", "depth", "values"), outputs=("output",),
+        infer=_one_hot_infer, attrs={"axis": Attr("int", -1)}, onnx_since=11,
+        shape_inputs=(1,))

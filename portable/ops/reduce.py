@@ -1,5 +1,5 @@
 """Reduction ops: ReduceSum/Mean/Max/Min (axes as an input, the ONNX opset 18 form),
-ArgMax/ArgMin, TopK, CumSum."""
+ArgMax/ArgMin, TopK, CumSum and CumProd."""
 from __future__ import annotations
 
 import functools
@@ -243,18 +243,18 @@ def topk_order_key(x: np.ndarray, largest: bool) -> np.ndarray:
         return x
     return -x if x.dtype.kind == "f" else ~x
 
-# -- CumSum ----------------------------------------------------------------------------------
+# -- CumSum and CumProd ----------------------------------------------------------------------
 
 
 def cumsum_axis(ctx_or_value, rank: int) -> int:
-    """CumSum's axis (its second input, a scalar) as a non-negative axis."""
+    """The scan's axis (CumSum's and CumProd's second input, a scalar), non-negative."""
     axis = int(np.asarray(ctx_or_value).reshape(-1)[0])
     if not -rank <= axis < rank:
         raise ValueError(f"axis {axis} is out of range for rank {rank}")
     return axis % rank
 
 
-def _cumsum_infer(ctx):
+def _scan_infer(ctx):
     shape = ctx.shape(0)
     if not shape:
         ctx.fail("x must have rank >= 1")
@@ -275,6 +275,8 @@ def _cumsum_grad(g, dys):
                    reverse=1 - g.attrs["reverse"]), None]
 
 
-declare("CumSum", inputs=("x", "axis"), outputs=("y",), infer=_cumsum_infer, onnx_since=14,
-        attrs={"exclusive": Attr("int", 0), "reverse": Attr("int", 0)}, grad=_cumsum_grad,
-        nondiff_inputs=(1,))
+_SCAN = dict(inputs=("x", "axis"), outputs=("y",), infer=_scan_infer, nondiff_inputs=(1,),
+             attrs={"exclusive": Attr("int", 0), "reverse": Attr("int", 0)})
+declare("CumSum", onnx_since=14, grad=_cumsum_grad, **_SCAN)
+# (not differentiable: its gradient needs the products of the others, zeros included)
+declare("CumProd", onnx_since=26, **_SCAN)

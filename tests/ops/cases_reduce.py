@@ -104,3 +104,11 @@ CASES += [
     Case("CumSum", [np.arange(12, dtype=np.int32).reshape(3, 4), np.array(1, np.int64)],
          const=(1,), attrs={"exclusive": 1}, name="int", grad=False),
 ]
+
+CASES += [
+    Case("CumProd", [rand(3, 4, low=0.5, high=1.5), np.array(1, np.int64)], const=(1,)),
+    Case("CumProd", [rand(2, 3, 4), np.array(-1, np.int32)], const=(1,),
+         attrs={"exclusive": 1, "reverse": 1}, name="exclusive_reverse"),
+    Case("CumProd", [np.array([[2, -3, 0, 4], [1, 5, 2, 2]], np.int64), np.array(1, np.int64)],
+         const=(1,), attrs={"exclusive": 1}, name="int"),
+]

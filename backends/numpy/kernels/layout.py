@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from portable.ops.layout import shuffle_plan
+from portable.ops.layout import one_hot_depth, shuffle_plan
 
 from portable.backend import kernel_table
 
@@ -35,3 +35,17 @@ def hardmax(ctx, inputs, outputs, attrs):
     axis = attrs["axis"] % x.ndim
     out[...] = 0
     xp.put_along_axis(out, xp.argmax(x, axis=axis, keepdims=True), 1, axis=axis)
+
+
+@kernel("OneHot")
+def one_hot(ctx, inputs, outputs, attrs):
+    xp, (indices, depth, values), out = ctx.xp, inputs, outputs[0]
+    depth = one_hot_depth(ctx.backend.to_numpy(depth))
+    axis = attrs["axis"] % out.ndim
+    index = indices.astype(np.int64)
+    index = xp.where(index < 0, index + depth, index)
+    spread = [1] * out.ndim
+    spread[axis] = depth
+    hot = xp.expand_dims(index, axis) == xp.arange(depth).reshape(spread)
+    off, on = values.reshape(-1)[0], values.reshape(-1)[1]
+    out[...] = xp.where(hot, on, off)

@@ -120,16 +120,22 @@ def topk(ctx, inputs, outputs, attrs):
     outputs[0][...] = xp.take_along_axis(x, chosen, axis=axis)
 
 
-@kernel("CumSum")
-def cumsum(ctx, inputs, outputs, attrs):
-    xp, x, out = ctx.xp, inputs[0], outputs[0]
-    axis = cumsum_axis(ctx.backend.to_numpy(inputs[1]), x.ndim)
-    source = xp.flip(x, axis) if attrs["reverse"] else x
-    total = xp.cumsum(source, axis=axis, dtype=x.dtype)
-    if attrs["exclusive"]:  # each sum without its own element: shifted by one place
-        later, earlier = ([slice(None)] * x.ndim for _ in range(2))
-        later[axis], earlier[axis] = slice(1, None), slice(None, -1)
-        shifted = xp.zeros_like(total)
-        shifted[tuple(later)] = total[tuple(earlier)]
-        total = shifted
-    out[...] = xp.flip(total, axis) if attrs["reverse"] else total
+def _scan_kernel(name: str, identity: int):
+    def run(ctx, inputs, outputs, attrs):
+        xp, x, out = ctx.xp, inputs[0], outputs[0]
+        axis = cumsum_axis(ctx.backend.to_numpy(inputs[1]), x.ndim)
+        source = xp.flip(x, axis) if attrs["reverse"] else x
+        total = getattr(xp, name)(source, axis=axis, dtype=x.dtype)
+        if attrs["exclusive"]:  # each result without its own element: shifted by one place
+            later, earlier = ([slice(None)] * x.ndim for _ in range(2))
+            later[axis], earlier[axis] = slice(1, None), slice(None, -1)
+            shifted = xp.full_like(total, identity)
+            shifted[tuple(later)] = total[tuple(earlier)]
+            total = shifted
+        out[...] = xp.flip(total, axis) if attrs["reverse"] else total
+    run.__name__ = name
+    return run
+
+
+kernel("CumSum")(_scan_kernel("cumsum", 0))
+kernel("CumProd")(_scan_kernel("cumprod", 1))

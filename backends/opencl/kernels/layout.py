@@ -1,12 +1,12 @@
 """OpenCL kernels: Size, DepthToSpace / SpaceToDepth (a strided copy of a transposed view),
-Hardmax (ArgMax, then a comparison with the positions along the axis)."""
+Hardmax and OneHot (a comparison with the positions along the axis)."""
 from __future__ import annotations
 
 import numpy as np
 
-from portable.ops.layout import shuffle_plan
+from portable.ops.layout import one_hot_depth, shuffle_plan
 
-from backends.opencl.allocator import empty, upload_into
+from backends.opencl.allocator import empty, host_value, upload_into
 from backends.opencl.arrayops import apply, assign
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.reduction import reduce
@@ -44,3 +44,20 @@ def hardmax(ctx, inputs, outputs, attrs):
     spread[axis] = x.shape[axis]
     positions = np.arange(x.shape[axis], dtype=np.int64).reshape(spread)
     apply("Cast", apply("Equal", positions, best), out=outputs[0])
+
+
+@kernel("OneHot", half="native")
+def one_hot(ctx, inputs, outputs, attrs):
+    indices, depth, values = inputs
+    out = outputs[0]
+    depth = one_hot_depth(host_value(depth))
+    axis = attrs["axis"] % out.ndim
+    index = apply("Cast", indices, dtype=np.int64)
+    index = apply("Where", apply("Less", index, 0), apply("Add", index, depth), index)
+    spread = [1] * out.ndim
+    spread[axis] = depth
+    shape = list(indices.shape)
+    shape.insert(axis, 1)
+    hot = apply("Equal", index.reshape(shape), np.arange(depth, dtype=np.int64).reshape(spread))
+    off, on = (np.asarray(host_value(values)).reshape(-1)[k] for k in (0, 1))
+    apply("Where", hot, out.dtype.type(on), out.dtype.type(off), out=out)

@@ -1,5 +1,5 @@
 """OpenCL kernels: ReduceSum/Mean/Max/Min and ArgMax/ArgMin, on the generated reductions;
-TopK; CumSum."""
+TopK; CumSum and CumProd."""
 from __future__ import annotations
 
 import numpy as np
@@ -151,43 +151,50 @@ def topk(ctx, inputs, outputs, attrs):
             assign(target, result)
 
 
-# -- CumSum: one work-item per row along the axis, summing in order (the same order every
+# -- CumSum and CumProd: one work-item per row along the axis, in order (the same order every
 # run, in the compute type) ------------------------------------------------------------------
 
-_CUMSUM = """
-__kernel void cumsum(const int rows, const int n, const int inner, const int exclusive,
+_SCAN = """
+__kernel void scan(const int rows, const int n, const int inner, const int exclusive,
                      const int reverse, __global const {T}* x, const int x_off,
                      __global {T}* y, const int y_off) {{
   const int r = get_global_id(0);
   if (r >= rows) return;
   const int base = (r / inner) * n * inner + r % inner;
-  {A} acc = 0;
+  {A} acc = {IDENTITY};
   for (int k = 0; k < n; ++k) {{
     const int at = base + (reverse ? n - 1 - k : k) * inner;
     const {A} value = x[x_off + at];
-    if (!exclusive) acc += value;
+    if (!exclusive) acc {OP}= value;
     y[y_off + at] = acc;
-    if (exclusive) acc += value;
+    if (exclusive) acc {OP}= value;
   }}
 }}
 """
 
 
-@kernel("CumSum")
-def cumsum(ctx, inputs, outputs, attrs):
-    x, out = _contiguous(inputs[0]), outputs[0]
-    if out.size == 0:
-        return
-    axis = cumsum_axis(host_value(inputs[1]), x.ndim)
-    runtime = x.runtime
-    target = out if out.is_contiguous else empty(runtime, out.shape, out.dtype)
-    c = ctype(x.dtype)
-    program = preamble([x.dtype]) + _CUMSUM.format(T=c.storage, A=c.compute)
-    inner = max(_inner(x.shape, axis), 1)
-    rows = x.size // max(x.shape[axis], 1)
-    runtime.launch1d(runtime.kernel(program, "cumsum"), rows, np.int32(rows),
-                     np.int32(x.shape[axis]), np.int32(inner), np.int32(attrs["exclusive"]),
-                     np.int32(attrs["reverse"]), x.buffer, np.int32(x.offset), target.buffer,
-                     np.int32(target.offset))
-    if target is not out:
-        assign(out, target)
+def _scan(op: str, identity: int):
+    def run(ctx, inputs, outputs, attrs):
+        x, out = _contiguous(inputs[0]), outputs[0]
+        if out.size == 0:
+            return
+        axis = cumsum_axis(host_value(inputs[1]), x.ndim)
+        runtime = x.runtime
+        target = out if out.is_contiguous else empty(runtime, out.shape, out.dtype)
+        c = ctype(x.dtype)
+        program = preamble([x.dtype]) + _SCAN.format(T=c.storage, A=c.compute, OP=op,
+                                                      IDENTITY=identity)
+        inner = max(_inner(x.shape, axis), 1)
+        rows = x.size // max(x.shape[axis], 1)
+        runtime.launch1d(runtime.kernel(program, "scan"), rows, np.int32(rows),
+                         np.int32(x.shape[axis]), np.int32(inner), np.int32(attrs["exclusive"]),
+                         np.int32(attrs["reverse"]), x.buffer, np.int32(x.offset),
+                         target.buffer, np.int32(target.offset))
+        if target is not out:
+            assign(out, target)
+    run.__name__ = "cumsum" if op == "+" else "cumprod"
+    return run
+
+
+kernel("CumSum")(_scan("+", 0))
+kernel("CumProd")(_scan("*", 1))
