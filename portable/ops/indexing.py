@@ -1,5 +1,5 @@
-"""Ops indexed element by element along one axis: GatherElements (PyTorch's ``gather``) and
-its gradient, a scatter-add that TopK's gradient shares.
+"""Ops indexed element by element along one axis: GatherElements (PyTorch's ``gather``), its
+gradient (a scatter-add that TopK's gradient shares) and ScatterElements (``scatter_``).
 
 Indices have the data's rank; along ``axis`` they pick a position (negative ones count from
 the end, once), and along every other axis they stay where they are, so the output has the
@@ -8,6 +8,9 @@ leading block of the data is read (and receives gradient).
 """
 from __future__ import annotations
 
+import numpy as np
+
+from portable.errors import NotDifferentiableError
 from portable.ir.graph import TensorType
 from portable.ops.movement import INDEX_DTYPES
 from portable.ops.registry import Attr, declare
@@ -64,3 +67,43 @@ declare("GatherElementsGrad", domain="portable", inputs=("dy", "indices"), outpu
         infer=_scatter_infer, attrs={"axis": Attr("int", 0), "shape": Attr("ints")},
         grad=_scatter_grad, nondiff_inputs=(1,),
         doc="Zeros of `shape` with dy added at GatherElements' indices (repeats accumulate).")
+
+# -- ScatterElements -------------------------------------------------------------------------
+
+REDUCTIONS = ("none", "add", "mul", "max", "min")
+
+
+def _scatter_elements_infer(ctx):
+    _check(ctx, ctx.shape(0), ctx.attrs["axis"])
+    if ctx.shape(2) != ctx.shape(1) or ctx.dtype(2) != ctx.dtype(0):
+        ctx.fail(f"updates {ctx.type(2)!r} must have the indices' shape {ctx.shape(1)} and the "
+                 f"data's dtype {ctx.dtype(0).name}")
+    if ctx.attrs["reduction"] not in REDUCTIONS:
+        ctx.fail(f"reduction={ctx.attrs['reduction']!r} is not one of {list(REDUCTIONS)}")
+    return [ctx.type(0)]
+
+
+def _scatter_elements_grad(g, dys):
+    """none: the data's gradient without the overwritten places, the updates' gathered (a
+    position written twice gives both writers the gradient, as PyTorch does); add: dy to both."""
+    data, indices, _ = g.inputs
+    reduction, axis = g.attrs["reduction"], g.attrs["axis"]
+    if reduction not in ("none", "add"):
+        raise NotDifferentiableError(f"node {g.node.name!r} (op ScatterElements): no gradient "
+                                     f"for reduction={reduction!r}")
+    d_updates = g.emit("GatherElements", dys[0], indices, axis=axis)
+    if reduction == "add":
+        return [dys[0], None, d_updates]
+    ones = g.emit("ConstantOfShape", g.const(np.asarray(g.shape(indices), np.int64)),
+                  value=np.ones(1, g.dtype(dys[0])))
+    hit = g.emit("portable.GatherElementsGrad", ones, indices, axis=axis,
+                 shape=list(g.shape(data)))
+    kept = g.emit("Where", g.emit("Greater", hit, g.scalar(0.0, hit)), g.scalar(0.0, dys[0]),
+                  dys[0])
+    return [kept, None, d_updates]
+
+
+declare("ScatterElements", inputs=("data", "indices", "updates"), outputs=("output",),
+        infer=_scatter_elements_infer, onnx_since=18, grad=_scatter_elements_grad,
+        attrs={"axis": Attr("int", 0), "reduction": Attr("string", "none")},
+        nondiff_inputs=(1,))

@@ -46,3 +46,26 @@ CASES = [
     Case("portable.GatherElementsGrad", [rand(2, 3), _index((2, 3), 5, 4)],
          attrs={"axis": 1, "shape": [3, 5]}, reference=_scatter_reference),
 ]
+
+
+def _distinct_rows(rows, cols, size, seed):
+    """Indices with no repeat along axis 0 within a column (so every update lands on its own
+    place and finite differences see one writer per place)."""
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.permutation(size)[:rows] for _ in range(cols)], axis=1).astype(np.int64)
+
+
+CASES += [
+    Case("ScatterElements", [rand(4, 3), _distinct_rows(2, 3, 4, 6), rand(2, 3, seed=1)]),
+    Case("ScatterElements", [rand(3, 5), _index((3, 2), 5, 7), rand(3, 2, seed=2)],
+         attrs={"axis": 1, "reduction": "add"}, name="add_repeats"),
+    Case("ScatterElements", [rand(3, 5), _index((2, 4), 5, 8, np.int32), rand(2, 4, seed=3)],
+         attrs={"axis": -1, "reduction": "mul"}, name="mul", grad=False),
+    Case("ScatterElements", [rand(3, 4), _index((3, 4), 3, 9), rand(3, 4, seed=4)],
+         attrs={"reduction": "max"}, name="max", grad=False),
+    Case("ScatterElements", [rand(3, 4), _index((3, 4), 3, 10), rand(3, 4, seed=5)],
+         attrs={"reduction": "min"}, name="min", grad=False),
+    Case("ScatterElements", [np.arange(12, dtype=np.int64).reshape(3, 4), _index((2, 2), 3, 11),
+                             np.array([[-1, -2], [-3, -4]], np.int64)], name="int_last_write",
+         grad=False),
+]

@@ -1,4 +1,4 @@
-"""NumPy kernels: GatherElements and its scatter-add gradient."""
+"""NumPy kernels: GatherElements, its scatter-add gradient, ScatterElements."""
 from __future__ import annotations
 
 from portable.ops.indexing import read_block
@@ -33,3 +33,20 @@ def gather_elements_grad(ctx, inputs, outputs, attrs):
     where[axis] = _positions(xp, indices, dx.shape[axis])
     # unbuffered: repeated indices add up
     xp.add.at(dx[read_block(indices.shape, axis)], tuple(where), dy)
+
+
+_AT = {"add": "add", "mul": "multiply", "max": "maximum", "min": "minimum"}
+
+
+@kernel("ScatterElements")
+def scatter_elements(ctx, inputs, outputs, attrs):
+    xp, (data, indices, updates), out = ctx.xp, inputs, outputs[0]
+    axis = attrs["axis"] % data.ndim
+    out[...] = data
+    where = list(xp.indices(indices.shape, sparse=True))
+    where[axis] = _positions(xp, indices, data.shape[axis])
+    block = out[read_block(indices.shape, axis)]
+    if attrs["reduction"] == "none":
+        block[tuple(where)] = updates  # (a place written twice keeps the last write)
+    else:  # unbuffered: every update of a place counts
+        getattr(xp, _AT[attrs["reduction"]]).at(block, tuple(where), updates)

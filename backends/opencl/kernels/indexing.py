@@ -1,4 +1,4 @@
-"""OpenCL kernels: GatherElements and its scatter-add gradient.
+"""OpenCL kernels: GatherElements, its scatter-add gradient, ScatterElements.
 
 Both work on the block of the data the indices reach (``read_block``), made contiguous, viewed
 as (outer, axis, inner): one work-item per output element. The gradient sums, for each element
@@ -56,7 +56,35 @@ __kernel void scatter_add(const int total, const int count, const int size, cons
 """
 
 
-def _launch(template, name, source, index, out, size, axis):
+_SCATTER_INTO = """
+__kernel void scatter_into(const int total, const int count, const int size, const int inner,
+                           __global const {T}* updates, const int u_off,
+                           __global const {I}* index, const int i_off,
+                           __global {T}* out, const int o_off, __global int* bad,
+                           const int mode) {{
+  const int e = get_global_id(0);
+  if (e >= total) return;
+  const int in_ = e % inner;
+  const int t = (e / inner) % size;
+  const int outer = e / (inner * size);
+  {A} acc = out[o_off + e];
+  for (int j = 0; j < count; ++j) {{  /* in index order: the last write of a place wins */
+    const int at = (outer * count + j) * inner + in_;
+    long k = index[i_off + at];
+    if (k < -size || k >= size) {{ bad[0] = 1; continue; }}
+    if (k < 0) k += size;
+    if ((int)k != t) continue;
+    const {A} v = updates[u_off + at];
+    acc = mode == 0 ? v : mode == 1 ? acc + v : mode == 2 ? acc * v
+        : mode == 3 ? (v > acc ? v : acc) : (v < acc ? v : acc);
+  }}
+  out[o_off + e] = acc;
+}}
+"""
+_MODES = {"none": 0, "add": 1, "mul": 2, "max": 3, "min": 4}
+
+
+def _launch(template, name, source, index, out, size, axis, *extra):
     """Run ``name`` over ``out`` (contiguous); ``source`` and ``index`` made contiguous."""
     runtime = out.runtime
     source = source if source.is_contiguous else source.copy()
@@ -70,7 +98,8 @@ def _launch(template, name, source, index, out, size, axis):
     runtime.launch1d(runtime.kernel(program, name), out.size, np.int32(out.size),
                      np.int32(index.shape[axis]), np.int32(size), np.int32(max(inner, 1)),
                      source.buffer, np.int32(source.offset), index.buffer,
-                     np.int32(index.offset), out.buffer, np.int32(out.offset), bad.buffer)
+                     np.int32(index.offset), out.buffer, np.int32(out.offset), bad.buffer,
+                     *extra)
     if bad.item():
         raise IndexError(f"indices reach outside [-{size}, {size})")
 
@@ -100,5 +129,21 @@ def gather_elements_grad(ctx, inputs, outputs, attrs):
         return
     target = block if block.is_contiguous else empty(dx.runtime, block.shape, dx.dtype)
     _launch(_SCATTER, "scatter_add", dy, index, target, dx.shape[axis], axis)
+    if target is not block:
+        assign(block, target)
+
+
+@kernel("ScatterElements")
+def scatter_elements(ctx, inputs, outputs, attrs):
+    data, index, updates = inputs
+    out = outputs[0]
+    axis = attrs["axis"] % data.ndim
+    assign(out, data)
+    block = out[read_block(index.shape, axis)]
+    if block.size == 0 or index.size == 0:
+        return
+    target = block if block.is_contiguous else block.copy()
+    _launch(_SCATTER_INTO, "scatter_into", updates, index, target, data.shape[axis], axis,
+            np.int32(_MODES[attrs["reduction"]]))
     if target is not block:
         assign(block, target)
