@@ -1,5 +1,6 @@
 """Ops indexed element by element along one axis: GatherElements (PyTorch's ``gather``), its
-gradient (a scatter-add that TopK's gradient shares) and ScatterElements (``scatter_``).
+gradient (a scatter-add that TopK's gradient shares), ScatterElements (``scatter_``) and
+ScatterND (``index_put``), which every backend runs as ScatterElements on a 2-D view.
 
 Indices have the data's rank; along ``axis`` they pick a position (negative ones count from
 the end, once), and along every other axis they stay where they are, so the output has the
@@ -106,4 +107,41 @@ def _scatter_elements_grad(g, dys):
 declare("ScatterElements", inputs=("data", "indices", "updates"), outputs=("output",),
         infer=_scatter_elements_infer, onnx_since=18, grad=_scatter_elements_grad,
         attrs={"axis": Attr("int", 0), "reduction": Attr("string", "none")},
+        nondiff_inputs=(1,))
+
+# -- ScatterND -------------------------------------------------------------------------------
+
+
+def nd_rows(xp, indices, leading) -> "np.ndarray":
+    """The rows of the data viewed as (prod(leading), rest) that ScatterND's index tuples
+    (the last axis of ``indices``) address; negative entries count from the end."""
+    leading = tuple(int(d) for d in leading)
+    tuples = int(np.prod(indices.shape[:-1], dtype=np.int64))
+    flat = indices.reshape(tuples, len(leading)).astype(np.int64)
+    bounds = xp.asarray(np.asarray(leading, np.int64))
+    if flat.size and bool(((flat < -bounds) | (flat >= bounds)).any()):
+        raise IndexError(f"an index tuple reaches outside {list(leading)}")
+    flat = xp.where(flat < 0, flat + bounds, flat)
+    strides = np.cumprod((1,) + leading[:0:-1])[::-1].astype(np.int64)
+    return (flat * xp.asarray(strides)).sum(axis=1) if leading else xp.zeros(tuples, np.int64)
+
+
+def _scatter_nd_infer(ctx):
+    data, indices, updates = ctx.shape(0), ctx.shape(1), ctx.shape(2)
+    if ctx.dtype(1) not in INDEX_DTYPES:
+        ctx.fail(f"indices must be int32 or int64, got {ctx.dtype(1).name}")
+    if not indices or indices[-1] > len(data):
+        ctx.fail(f"indices {indices} must end in a tuple length <= the data's rank {len(data)}")
+    expected = indices[:-1] + data[indices[-1]:]
+    if updates != expected or ctx.dtype(2) != ctx.dtype(0):
+        ctx.fail(f"updates {ctx.type(2)!r} must have shape {expected} and dtype "
+                 f"{ctx.dtype(0).name}")
+    if ctx.attrs["reduction"] not in REDUCTIONS:
+        ctx.fail(f"reduction={ctx.attrs['reduction']!r} is not one of {list(REDUCTIONS)}")
+    return [ctx.type(0)]
+
+
+# (no gradient yet)
+declare("ScatterND", inputs=("data", "indices", "updates"), outputs=("output",),
+        infer=_scatter_nd_infer, onnx_since=18, attrs={"reduction": Attr("string", "none")},
         nondiff_inputs=(1,))

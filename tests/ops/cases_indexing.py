@@ -69,3 +69,14 @@ CASES += [
                              np.array([[-1, -2], [-3, -4]], np.int64)], name="int_last_write",
          grad=False),
 ]
+
+CASES += [
+    Case("ScatterND", [rand(4, 3, 2), np.array([[1, 0], [3, -1]], np.int64), rand(2, 2, seed=1)],
+         grad=False),
+    Case("ScatterND", [rand(5, 3), np.array([[4], [0], [4]], np.int64), rand(3, 3, seed=2)],
+         attrs={"reduction": "add"}, name="add_rows", grad=False),
+    Case("ScatterND", [rand(2, 3), np.array([[1, 2], [0, 0], [1, 2]], np.int32),
+                       rand(3, seed=3)], attrs={"reduction": "max"}, name="max", grad=False),
+    Case("ScatterND", [np.arange(6, dtype=np.int64).reshape(2, 3), np.zeros((1, 0), np.int64),
+                       np.full((1, 2, 3), 9, np.int64)], name="whole", grad=False),
+]

@@ -1,7 +1,9 @@
-"""NumPy kernels: GatherElements, its scatter-add gradient, ScatterElements."""
+"""NumPy kernels: GatherElements, its scatter-add gradient, ScatterElements, ScatterND."""
 from __future__ import annotations
 
-from portable.ops.indexing import read_block
+import numpy as np
+
+from portable.ops.indexing import nd_rows, read_block
 
 from portable.backend import kernel_table
 
@@ -50,3 +52,17 @@ def scatter_elements(ctx, inputs, outputs, attrs):
         block[tuple(where)] = updates  # (a place written twice keeps the last write)
     else:  # unbuffered: every update of a place counts
         getattr(xp, _AT[attrs["reduction"]]).at(block, tuple(where), updates)
+
+
+@kernel("ScatterND")
+def scatter_nd(ctx, inputs, outputs, attrs):
+    xp, (data, indices, updates), out = ctx.xp, inputs, outputs[0]
+    depth = indices.shape[-1]
+    rows = nd_rows(xp, indices, data.shape[:depth])
+    flat = xp.array(data.reshape(-1, int(np.prod(data.shape[depth:], dtype=np.int64))))
+    values = updates.reshape(len(rows), flat.shape[1])
+    if attrs["reduction"] == "none":
+        flat[rows] = values  # (a row written twice keeps the last write)
+    else:
+        getattr(xp, _AT[attrs["reduction"]]).at(flat, rows, values)
+    out[...] = flat.reshape(out.shape)

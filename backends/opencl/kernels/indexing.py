@@ -1,4 +1,5 @@
-"""OpenCL kernels: GatherElements, its scatter-add gradient, ScatterElements.
+"""OpenCL kernels: GatherElements, its scatter-add gradient, ScatterElements, ScatterND (the
+ScatterElements kernel on the data viewed as (rows, rest), one index per row).
 
 Both work on the block of the data the indices reach (``read_block``), made contiguous, viewed
 as (outer, axis, inner): one work-item per output element. The gradient sums, for each element
@@ -8,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from portable.ops.indexing import read_block
+from portable.ops.indexing import nd_rows, read_block
 
-from backends.opencl.allocator import empty
+from backends.opencl.allocator import empty, from_numpy, host_value
 from backends.opencl.arrayops import assign
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.scalars import ctype, preamble
@@ -147,3 +148,22 @@ def scatter_elements(ctx, inputs, outputs, attrs):
             np.int32(_MODES[attrs["reduction"]]))
     if target is not block:
         assign(block, target)
+
+
+@kernel("ScatterND")
+def scatter_nd(ctx, inputs, outputs, attrs):
+    data, index, updates = inputs
+    out = outputs[0]
+    depth = index.shape[-1]
+    rows = nd_rows(np, np.asarray(host_value(index)), data.shape[:depth])
+    rest = int(np.prod(data.shape[depth:], dtype=np.int64))
+    target = out if out.is_contiguous else empty(out.runtime, out.shape, out.dtype)
+    assign(target, data)
+    if rows.size and rest:
+        per_row = from_numpy(out.runtime, np.repeat(rows[:, None], rest, axis=1))
+        updates = updates if updates.is_contiguous else updates.copy()
+        _launch(_SCATTER_INTO, "scatter_into", updates.reshape(len(rows), rest), per_row,
+                target.reshape(target.size // rest, rest), target.size // rest, 0,
+                np.int32(_MODES[attrs["reduction"]]))
+    if target is not out:
+        assign(out, target)
