@@ -246,9 +246,9 @@ def topk_order_key(x: np.ndarray, largest: bool) -> np.ndarray:
 # -- CumSum and CumProd ----------------------------------------------------------------------
 
 
-def cumsum_axis(ctx_or_value, rank: int) -> int:
+def cumsum_axis(value, rank: int) -> int:
     """The scan's axis (CumSum's and CumProd's second input, a scalar), non-negative."""
-    axis = int(np.asarray(ctx_or_value).reshape(-1)[0])
+    axis = int(np.asarray(value).reshape(-1)[0])
     if not -rank <= axis < rank:
         raise ValueError(f"axis {axis} is out of range for rank {rank}")
     return axis % rank

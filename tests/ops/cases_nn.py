@@ -211,3 +211,10 @@ CASES += [
     Case("RMSNormalization", [rand(4, 6), rand(1, 6, seed=2)], attrs={"axis": -1},
          name="scale_with_leading_one"),
 ]
+
+CASES += [
+    Case("InstanceNormalization", [rand(2, 3, 4, 5), rand(3, seed=1, low=0.5, high=1.5),
+                                   rand(3, seed=2)]),
+    Case("InstanceNormalization", [rand(2, 4, 6), rand(4, seed=3), rand(4, seed=4)],
+         attrs={"epsilon": 1e-2}, name="one_spatial_axis"),
+]

@@ -176,6 +176,18 @@ def rms_normalization(ctx, inputs, outputs, attrs):
     xp.multiply(normalized.astype(x.dtype, copy=False), scale, out=y)
 
 
+@kernel("InstanceNormalization")
+def instance_normalization(ctx, inputs, outputs, attrs):
+    xp, (x, scale, bias), y = ctx.xp, inputs, outputs[0]
+    spatial = tuple(range(2, x.ndim))
+    wide = x.astype(_stat_dtype(x.dtype))
+    centred = wide - xp.mean(wide, axis=spatial, keepdims=True)
+    variance = xp.mean(centred * centred, axis=spatial, keepdims=True)
+    channels = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    normalized = centred / xp.sqrt(variance + wide.dtype.type(attrs["epsilon"]))
+    y[...] = normalized * scale.reshape(channels) + bias.reshape(channels)
+
+
 @kernel("portable.LayerNormalizationGrad")
 def layer_normalization_grad(ctx, inputs, outputs, attrs):
     xp = ctx.xp

@@ -190,6 +190,19 @@ class _RowMoments:
         self.inv_std = apply("InvStd", self.var, params=[attrs["epsilon"]])
 
 
+@kernel("InstanceNormalization")
+def instance_normalization(ctx, inputs, outputs, attrs):
+    x, scale, bias = inputs
+    spatial = tuple(range(2, x.ndim))
+    channels = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    centred = apply("Sub", x, reduce(x, spatial, "mean", True))
+    inv_std = apply("InvStd", reduce(centred, spatial, "meansq", True),
+                    params=[attrs["epsilon"]])
+    scale, bias = (v if v.is_contiguous else v.copy() for v in (scale, bias))
+    scaled = apply("Mul", apply("Mul", centred, inv_std), scale.reshape(channels))
+    apply("Add", scaled, bias.reshape(channels), out=outputs[0])
+
+
 @kernel("RMSNormalization")
 def rms_normalization(ctx, inputs, outputs, attrs):
     # (float16 runs upcast to float32, the default stash type, by the kernel table)
