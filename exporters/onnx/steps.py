@@ -227,6 +227,12 @@ def resize_required_inputs(node: Node, ctx: Rewriter) -> list[Node]:
     return [node.replace(inputs=tuple(inputs))]
 
 
+def group_norm_18(node: Node, ctx: Rewriter) -> list[Node]:
+    """GroupNormalization 18 scaled each group, 21 each channel: not translated."""
+    raise OpError(f"{where(node, ctx.opset)}: GroupNormalization before version 21 (a scale "
+                  f"and bias per group) is not supported; use opset >= 21")
+
+
 def bit_shift_downgrade(node: Node, ctx: Rewriter) -> list[Node]:
     """Before 28 BitShift took unsigned integers only."""
     known = ctx.type(node.inputs[0])

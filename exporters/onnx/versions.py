@@ -35,7 +35,7 @@ from exporters.onnx.steps import (AttrToInput, RemovedAttr, Rewrite, Rewriter, S
                                   dropout_mask_upgrade, dropout_to_onnx, gemm_bias_downgrade,
                                   legacy_broadcast_upgrade,
                                   pad_axes_downgrade, pad_wrap_downgrade, prelu_channels_upgrade,
-                                  resize_10, resize_required_inputs,
+                                  group_norm_18, resize_10, resize_required_inputs,
                                   shape_slice_downgrade, softmax_downgrade, softmax_upgrade,
                                   split_downgrade, where)
 
@@ -76,6 +76,7 @@ STEPS: dict[str, tuple[Step, ...]] = {
     "TopK": (AttrToInput(10, "k", 1, "int1"),),
     "BitShift": (Rewrite(28, None, bit_shift_downgrade),),
     "Resize": (Rewrite(11, resize_10, resize_10), Rewrite(13, None, resize_required_inputs)),
+    "GroupNormalization": (Rewrite(21, group_norm_18, group_norm_18),),
     "Pad": (AttrToInput(11, "pads", 1, "ints"), AttrToInput(11, "value", 2, "float", "like:0"),
             Rewrite(18, None, pad_axes_downgrade), Rewrite(19, None, pad_wrap_downgrade)),
     "Clip": (AttrToInput(11, "min", 1, "float", "like:0"),

@@ -1,5 +1,5 @@
 """Neural-network ops: normalisation (BatchNormalization, LayerNormalization, RMSNormalization,
-InstanceNormalization, LRN), Dropout, Softmax and LogSoftmax.
+InstanceNormalization, GroupNormalization, LRN), Dropout, Softmax and LogSoftmax.
 
 Mode-dependent ops (BatchNormalization, Dropout) declare a ``training_mode`` facet that rewrites
 one node for training or inference; ``portable.passes.training`` applies it to a whole graph.
@@ -224,49 +224,75 @@ def _rms_norm_grad(g, dys):
 declare("RMSNormalization", inputs=("X", "scale"), outputs=("Y",), infer=_rms_norm_infer,
         attrs=_LAYER_NORM_ATTRS, onnx_since=23, grad=_rms_norm_grad)
 
-# -- InstanceNormalization ------------------------------------------------------------------
+# -- InstanceNormalization and GroupNormalization -----------------------------------------------
+# Both normalise (N, C, D1, ...) over groups of channels and the spatial axes, then apply a
+# per-channel scale and bias: InstanceNormalization is the case of one channel per group.
 
 
-def _instance_norm_infer(ctx):
+def _check_grouped(ctx, groups: int) -> None:
     require_float(ctx, 0)
     x = ctx.shape(0)
     if len(x) < 3:
         ctx.fail(f"input must be (N, C, D1, ...) with at least one spatial axis, got {x}")
+    if groups < 1 or x[1] % groups:
+        ctx.fail(f"num_groups={groups} must divide the {x[1]} channels")
     for i in (1, 2):
         if ctx.shape(i) != (x[1],) or ctx.dtype(i) != ctx.dtype(0):
             ctx.fail(f"{ctx.op.input_name(i)} {ctx.type(i)!r} must be one {ctx.dtype(0).name} "
                      f"per channel ({x[1]})")
+
+
+def _instance_norm_infer(ctx):
+    _check_grouped(ctx, ctx.shape(0)[1] if len(ctx.shape(0)) > 1 else 1)
     return [ctx.type(0)]
 
 
-def _instance_norm_grad(g, dys):
-    """Per (sample, channel), with n = (x - mean) r and r = 1 / sqrt(var + eps) over the
-    spatial axes: dx = r (dn - mean(dn) - n mean(dn n)), dn = dy scale; d_scale and d_B sum
-    dy n and dy over the samples and the spatial axes."""
+def _group_norm_infer(ctx):
+    _check_grouped(ctx, ctx.attrs["num_groups"])
+    if ONNX_DTYPES.get(ctx.attrs["stash_type"], np.dtype(np.int8)).kind != "f":
+        ctx.fail(f"stash_type={ctx.attrs['stash_type']} is not a floating-point element type")
+    return [ctx.type(0)]
+
+
+def grouped_norm_grad(g, dys, groups: int):
+    """With x viewed as (N, groups, rest), n = (x - mean) r and r = 1 / sqrt(var + eps) over
+    rest: dx = r (dn - mean(dn) - n mean(dn n)) with dn = dy scale; d_scale and d_B sum dy n
+    and dy over the samples and the spatial axes."""
     x, scale, _ = g.inputs
     dy = dys[0]
-    rank = len(g.shape(x))
-    spatial = g.const(np.arange(2, rank, dtype=np.int64))
+    shape = g.shape(x)
+    rank = len(shape)
     others = g.const(np.asarray([0] + list(range(2, rank)), np.int64))
+    last = g.const(np.asarray([2], np.int64))
+
+    def grouped(value):
+        return g.emit("Reshape", value, g.const(np.asarray([shape[0], groups, -1], np.int64)))
 
     def mean(value):
-        return g.emit("ReduceMean", value, spatial, keepdims=1)
+        return g.emit("ReduceMean", value, last, keepdims=1)
 
-    centred = g.emit("Sub", x, mean(x))
+    xg = grouped(x)
+    centred = g.emit("Sub", xg, mean(xg))
     r = g.emit("Reciprocal", g.emit("Sqrt", g.emit(
         "Add", mean(g.emit("Mul", centred, centred)), g.scalar(g.attrs["epsilon"], x))))
     n = g.emit("Mul", centred, r)
-    channels = g.const(np.asarray([1, g.shape(x)[1]] + [1] * (rank - 2), np.int64))
-    dn = g.emit("Mul", dy, g.emit("Reshape", scale, channels))
+    channels = g.const(np.asarray([1, shape[1]] + [1] * (rank - 2), np.int64))
+    dn = grouped(g.emit("Mul", dy, g.emit("Reshape", scale, channels)))
     inner = g.emit("Sub", g.emit("Sub", dn, mean(dn)), g.emit("Mul", n, mean(g.emit("Mul", dn, n))))
-    return [g.emit("Mul", r, inner),
-            g.emit("ReduceSum", g.emit("Mul", dy, n), others, keepdims=0),
+    dx = g.emit("Reshape", g.emit("Mul", r, inner), g.const(np.asarray(shape, np.int64)))
+    n_full = g.emit("Reshape", n, g.const(np.asarray(shape, np.int64)))
+    return [dx, g.emit("ReduceSum", g.emit("Mul", dy, n_full), others, keepdims=0),
             g.emit("ReduceSum", dy, others, keepdims=0)]
 
 
 declare("InstanceNormalization", inputs=("input", "scale", "B"), outputs=("output",),
         infer=_instance_norm_infer, attrs={"epsilon": Attr("float", 1e-5)}, onnx_since=22,
-        grad=_instance_norm_grad)
+        grad=lambda g, dys: grouped_norm_grad(g, dys, g.shape(g.inputs[0])[1]))
+declare("GroupNormalization", inputs=("X", "scale", "bias"), outputs=("Y",),
+        infer=_group_norm_infer, onnx_since=21,
+        attrs={"epsilon": Attr("float", 1e-5), "num_groups": Attr("int"),
+               "stash_type": Attr("int", 1)},
+        grad=lambda g, dys: grouped_norm_grad(g, dys, g.attrs["num_groups"]))
 
 # -- LRN ---------------------------------------------------------------------------------------
 

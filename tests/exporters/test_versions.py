@@ -220,3 +220,13 @@ def test_resize_exports_from_opset_11_and_refuses_version_10():
                      [tensor("s", [1, 1, 2, 2])])
     with pytest.raises(OpError, match=r"Resize.*before version 11"):
         import_graph(old)
+
+
+def test_group_normalization_before_21_is_refused_naming_the_version():
+    """Version 18 scaled each group, 21 each channel: an opset-18 model is refused, not
+    silently misread."""
+    x = RNG.normal(size=(1, 4, 3)).astype(np.float32)
+    old = make_model([node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2)],
+                     [("x", x)], ["y"], 18, [tensor("s", [1, 2]), tensor("b", [0, 1])])
+    with pytest.raises(OpError, match=r"GroupNormalization.*before version 21"):
+        import_graph(old)

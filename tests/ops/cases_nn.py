@@ -218,3 +218,10 @@ CASES += [
     Case("InstanceNormalization", [rand(2, 4, 6), rand(4, seed=3), rand(4, seed=4)],
          attrs={"epsilon": 1e-2}, name="one_spatial_axis"),
 ]
+
+CASES += [
+    Case("GroupNormalization", [rand(2, 6, 3, 2), rand(6, seed=1, low=0.5, high=1.5),
+                                rand(6, seed=2)], attrs={"num_groups": 3}),
+    Case("GroupNormalization", [rand(2, 4, 5), rand(4, seed=3), rand(4, seed=4)],
+         attrs={"num_groups": 1, "epsilon": 1e-3}, name="one_group"),
+]

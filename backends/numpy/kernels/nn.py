@@ -176,16 +176,30 @@ def rms_normalization(ctx, inputs, outputs, attrs):
     xp.multiply(normalized.astype(x.dtype, copy=False), scale, out=y)
 
 
+def _grouped_normalization(xp, x, scale, bias, groups, epsilon, stash=np.float32):
+    """(N, C, D...) normalised over each group of C / groups channels and the spatial axes,
+    then scaled and shifted per channel."""
+    wide = x.astype(_stat_dtype(x.dtype, stash)).reshape(x.shape[0], groups, -1)
+    centred = wide - xp.mean(wide, axis=2, keepdims=True)
+    variance = xp.mean(centred * centred, axis=2, keepdims=True)
+    normalized = (centred / xp.sqrt(variance + wide.dtype.type(epsilon))).reshape(x.shape)
+    channels = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    return normalized * scale.reshape(channels) + bias.reshape(channels)
+
+
 @kernel("InstanceNormalization")
 def instance_normalization(ctx, inputs, outputs, attrs):
-    xp, (x, scale, bias), y = ctx.xp, inputs, outputs[0]
-    spatial = tuple(range(2, x.ndim))
-    wide = x.astype(_stat_dtype(x.dtype))
-    centred = wide - xp.mean(wide, axis=spatial, keepdims=True)
-    variance = xp.mean(centred * centred, axis=spatial, keepdims=True)
-    channels = (1, x.shape[1]) + (1,) * (x.ndim - 2)
-    normalized = centred / xp.sqrt(variance + wide.dtype.type(attrs["epsilon"]))
-    y[...] = normalized * scale.reshape(channels) + bias.reshape(channels)
+    x, scale, bias = inputs
+    outputs[0][...] = _grouped_normalization(ctx.xp, x, scale, bias, x.shape[1],
+                                             attrs["epsilon"])
+
+
+@kernel("GroupNormalization")
+def group_normalization(ctx, inputs, outputs, attrs):
+    x, scale, bias = inputs
+    outputs[0][...] = _grouped_normalization(
+        ctx.xp, x, scale, bias, attrs["num_groups"], attrs["epsilon"],
+        _STASH_TYPES.get(attrs["stash_type"], np.float32))
 
 
 @kernel("portable.LayerNormalizationGrad")

@@ -190,17 +190,29 @@ class _RowMoments:
         self.inv_std = apply("InvStd", self.var, params=[attrs["epsilon"]])
 
 
+def _grouped_normalization(x, scale, bias, groups, epsilon, out):
+    """(N, C, D...) normalised over each group of channels and the spatial axes, then scaled
+    and shifted per channel (float16 arrives upcast by the kernel table)."""
+    x, scale, bias = (v if v.is_contiguous else v.copy() for v in (x, scale, bias))
+    grouped = x.reshape(x.shape[0], groups, x.size // (x.shape[0] * groups))
+    centred = apply("Sub", grouped, reduce(grouped, (2,), "mean", True))
+    inv_std = apply("InvStd", reduce(centred, (2,), "meansq", True), params=[epsilon])
+    channels = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    normalized = apply("Mul", centred, inv_std).reshape(x.shape)
+    apply("Add", apply("Mul", normalized, scale.reshape(channels)), bias.reshape(channels),
+          out=out)
+
+
 @kernel("InstanceNormalization")
 def instance_normalization(ctx, inputs, outputs, attrs):
     x, scale, bias = inputs
-    spatial = tuple(range(2, x.ndim))
-    channels = (1, x.shape[1]) + (1,) * (x.ndim - 2)
-    centred = apply("Sub", x, reduce(x, spatial, "mean", True))
-    inv_std = apply("InvStd", reduce(centred, spatial, "meansq", True),
-                    params=[attrs["epsilon"]])
-    scale, bias = (v if v.is_contiguous else v.copy() for v in (scale, bias))
-    scaled = apply("Mul", apply("Mul", centred, inv_std), scale.reshape(channels))
-    apply("Add", scaled, bias.reshape(channels), out=outputs[0])
+    _grouped_normalization(x, scale, bias, x.shape[1], attrs["epsilon"], outputs[0])
+
+
+@kernel("GroupNormalization")
+def group_normalization(ctx, inputs, outputs, attrs):
+    x, scale, bias = inputs
+    _grouped_normalization(x, scale, bias, attrs["num_groups"], attrs["epsilon"], outputs[0])
 
 
 @kernel("RMSNormalization")
