@@ -128,7 +128,7 @@ class CLArray:
         shape = normalize_shape(shape, self.size)
         if shape == self.shape:
             return self
-        source = self if self.is_contiguous else self.copy()
+        source = self.contiguous()
         return source._view(shape, contiguous_strides(shape), source.offset)
 
     def ravel(self) -> "CLArray":
@@ -190,6 +190,11 @@ class CLArray:
         arrayops.assign(target, value)
 
     # -- copies ------------------------------------------------------------------------------
+    def contiguous(self) -> "CLArray":
+        """This array when its elements lie in row-major order, else a contiguous copy (what
+        a kernel indexing by flat offsets needs)."""
+        return self if self.is_contiguous else self.copy()
+
     def copy(self) -> "CLArray":
         from backends.opencl import arrayops
 
@@ -348,7 +353,7 @@ def to_numpy(array: CLArray) -> np.ndarray:
     mirror = array.runtime.mirror(array)
     if mirror is not None:
         return mirror.copy()
-    source = array if array.is_contiguous else array.copy()
+    source = array.contiguous()
     host = np.empty(array.shape, array.dtype)
     if host.nbytes:
         with runtime_lock(source.runtime):

@@ -291,7 +291,7 @@ class ArrayNamespace:
         return allocator.from_numpy(self.runtime, np.arange(*args, dtype=dtype))
 
     def ascontiguousarray(self, x: CLArray) -> CLArray:
-        return x if x.is_contiguous else x.copy()
+        return x.contiguous()
 
     # -- shape ----------------------------------------------------------------------------
     @staticmethod

@@ -39,9 +39,6 @@ def window_kernel(runtime, dtype, name: str):
     return runtime.kernel(source, name)
 
 
-def _contiguous(x):
-    return x if x.is_contiguous else x.copy()
-
 
 def scratch(ctx, runtime, key: str, shape, dtype):
     """A temporary carved from the plan's workspace buffer ``key`` (declared through the
@@ -105,7 +102,7 @@ def im2col_packed(ctx, x, win: Window, group: int):
 def conv_forward(x, w, bias, win: Window, group: int, y, ctx=None) -> None:
     """Y = Conv(X, W) + B into ``y`` (N, M, out)."""
     runtime = y.runtime
-    x, w = _contiguous(x), _contiguous(w)
+    x, w = x.contiguous(), w.contiguous()
     target = y if y.is_contiguous else empty(runtime, y.shape, y.dtype)
     n, c = x.shape[:2]
     m = w.shape[0]
@@ -113,7 +110,7 @@ def conv_forward(x, w, bias, win: Window, group: int, y, ctx=None) -> None:
     k, o = win.kernel_size, win.out_size
     if per_in * k <= _DIRECT_LIMIT:  # thin (depthwise): the direct kernel
         has_bias = bias is not None
-        bias = _contiguous(bias) if has_bias else w
+        bias = bias.contiguous() if has_bias else w
         runtime.launch1d(window_kernel(runtime, x.dtype, "conv_direct"), target.size,
                          np.int32(target.size), np.int32(c), np.int32(m), np.int32(group),
                          *win.args, x.buffer, np.int32(x.offset), w.buffer,
@@ -151,7 +148,7 @@ conv.workspace = conv_workspace
 @kernel("ConvTranspose")
 def conv_transpose(ctx, inputs, outputs, attrs):
     """Columns (N, group, M/group * K, in) = W_g^T X_g, then col2im into Y."""
-    x, w = _contiguous(inputs[0]), _contiguous(inputs[1])
+    x, w = inputs[0].contiguous(), inputs[1].contiguous()
     bias = inputs[2] if len(inputs) > 2 else None
     y, group = outputs[0], attrs["group"]
     runtime = y.runtime
@@ -170,7 +167,7 @@ def conv_transpose(ctx, inputs, outputs, attrs):
     gemm(weights, x.reshape(n, group, c // group, count), cols)
     target = y if y.is_contiguous else empty(runtime, y.shape, y.dtype)
     has_bias = bias is not None
-    bias = _contiguous(bias) if has_bias else cols
+    bias = bias.contiguous() if has_bias else cols
     runtime.launch1d(window_kernel(runtime, x.dtype, "col2im"), target.size,
                      np.int32(target.size), np.int32(y.shape[1]), *win.args, cols.buffer,
                      np.int32(cols.offset), bias.buffer, np.int32(bias.offset),
@@ -182,7 +179,7 @@ def conv_transpose(ctx, inputs, outputs, attrs):
 @kernel("portable.ConvGradWeight")
 def conv_grad_weight(ctx, inputs, outputs, attrs):
     """dW (group, M/group, C/group * K) = dY (group, M/group, N * out) @ cols^T."""
-    x, dy = _contiguous(inputs[0]), _contiguous(inputs[1])
+    x, dy = inputs[0].contiguous(), inputs[1].contiguous()
     dw, group = outputs[0], attrs["group"]
     runtime = dw.runtime
     kernel_shape = tuple(attrs["kernel_shape"])

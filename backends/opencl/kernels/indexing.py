@@ -88,8 +88,8 @@ _MODES = {"none": 0, "add": 1, "mul": 2, "max": 3, "min": 4}
 def _launch(template, name, source, index, out, size, axis, *extra):
     """Run ``name`` over ``out`` (contiguous); ``source`` and ``index`` made contiguous."""
     runtime = out.runtime
-    source = source if source.is_contiguous else source.copy()
-    index = index if index.is_contiguous else index.copy()
+    source = source.contiguous()
+    index = index.contiguous()
     inner = int(np.prod(index.shape[axis + 1:], dtype=np.int64))
     c = ctype(source.dtype)
     program = preamble([source.dtype]) + template.format(T=c.storage, A=c.compute,
@@ -143,7 +143,7 @@ def scatter_elements(ctx, inputs, outputs, attrs):
     block = out[read_block(index.shape, axis)]
     if block.size == 0 or index.size == 0:
         return
-    target = block if block.is_contiguous else block.copy()
+    target = block.contiguous()
     _launch(_SCATTER_INTO, "scatter_into", updates, index, target, data.shape[axis], axis,
             np.int32(_MODES[attrs["reduction"]]))
     if target is not block:
@@ -161,7 +161,7 @@ def scatter_nd(ctx, inputs, outputs, attrs):
     assign(target, data)
     if rows.size and rest:
         per_row = from_numpy(out.runtime, np.repeat(rows[:, None], rest, axis=1))
-        updates = updates if updates.is_contiguous else updates.copy()
+        updates = updates.contiguous()
         _launch(_SCATTER_INTO, "scatter_into", updates.reshape(len(rows), rest), per_row,
                 target.reshape(target.size // rest, rest), target.size // rest, 0,
                 np.int32(_MODES[attrs["reduction"]]))

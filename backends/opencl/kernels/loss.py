@@ -50,8 +50,8 @@ class _Targets:
         n, c = values.shape[:2]
         inner = values.size // max(n * c, 1)
         self.shape = (n, c, inner)
-        values = values if values.is_contiguous else values.copy()
-        labels = labels if labels.is_contiguous else labels.copy()
+        values = values.contiguous()
+        labels = labels.contiguous()
         count = n * inner
         self.loss = empty(runtime, (n, inner), values.dtype)
         self.weight = empty(runtime, (n, inner), values.dtype)

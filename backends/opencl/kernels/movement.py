@@ -153,8 +153,8 @@ __kernel void gather_grad(const int n, const int inner, const int count, const i
 def _gather_launch(template, name, source, index, out, dim, inner):
     """Run a gather-like kernel: ``source``, ``out`` contiguous (outer, ., inner) views."""
     runtime = out.runtime
-    source = source if source.is_contiguous else source.copy()
-    index = index if index.is_contiguous else index.copy()
+    source = source.contiguous()
+    index = index.contiguous()
     target = out if out.is_contiguous else empty(runtime, out.shape, out.dtype)
     c = ctype(source.dtype)
     storage = "ushort" if c.storage == "half" else c.storage  # Gather copies bits

@@ -51,7 +51,7 @@ def softmax_into(x, axis: int, y, log: bool = False) -> None:
     if x.size == 0:
         return
     runtime = x.runtime
-    source = x if x.is_contiguous else x.copy()
+    source = x.contiguous()
     target = y if y.is_contiguous else empty(runtime, y.shape, y.dtype)
     axis %= x.ndim
     length = x.shape[axis]
@@ -193,7 +193,7 @@ class _RowMoments:
 def _grouped_normalization(x, scale, bias, groups, epsilon, out):
     """(N, C, D...) normalised over each group of channels and the spatial axes, then scaled
     and shifted per channel (float16 arrives upcast by the kernel table)."""
-    x, scale, bias = (v if v.is_contiguous else v.copy() for v in (x, scale, bias))
+    x, scale, bias = (v.contiguous() for v in (x, scale, bias))
     grouped = x.reshape(x.shape[0], groups, x.size // (x.shape[0] * groups))
     centred = apply("Sub", grouped, reduce(grouped, (2,), "mean", True))
     inv_std = apply("InvStd", reduce(centred, (2,), "meansq", True), params=[epsilon])
@@ -307,8 +307,8 @@ __kernel void lrn(const int n, const int channels, const int inner, const int be
 
 def _lrn(x, dy, out, attrs, mode: int) -> None:
     runtime = out.runtime
-    x = x if x.is_contiguous else x.copy()
-    dy = x if dy is None else (dy if dy.is_contiguous else dy.copy())
+    x = x.contiguous()
+    dy = x if dy is None else dy.contiguous()
     target = out if out.is_contiguous else empty(runtime, out.shape, out.dtype)
     size = attrs["size"]
     before = (size - 1) // 2

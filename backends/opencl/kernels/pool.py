@@ -157,9 +157,6 @@ def _tail(win: Window):
     return cltypes.make_int4(*win.tail, 0)
 
 
-def _contiguous(x):
-    return x if x.is_contiguous else x.copy()
-
 
 def _target(y):
     return y if y.is_contiguous else empty(y.runtime, y.shape, y.dtype)
@@ -172,7 +169,7 @@ def _finish(target, y):
 
 def max_pool_into(x, attrs, y, index=None, column_major: bool = False) -> None:
     runtime = x.runtime
-    x = _contiguous(x)
+    x = x.contiguous()
     win = Window.of(pool_geometry(x.shape[2:], attrs), x.shape[2:])
     target = _target(y)
     with_index = index is not None
@@ -195,7 +192,7 @@ def max_pool(ctx, inputs, outputs, attrs):
 
 @kernel("AveragePool")
 def average_pool(ctx, inputs, outputs, attrs):
-    x, y = _contiguous(inputs[0]), outputs[0]
+    x, y = inputs[0].contiguous(), outputs[0]
     win = Window.of(pool_geometry(x.shape[2:], attrs), x.shape[2:])
     target = _target(y)
     x.runtime.launch1d(_pool_kernel(x.runtime, x.dtype, "average_pool"), target.size,
@@ -207,7 +204,7 @@ def average_pool(ctx, inputs, outputs, attrs):
 
 def _pool_grad(dy, x_shape, attrs, dx, index, mode: int, include_pad: bool) -> None:
     runtime = dx.runtime
-    dy = _contiguous(dy)
+    dy = dy.contiguous()
     win = Window.of(pool_geometry(x_shape[2:], attrs), x_shape[2:])
     target = _target(dx)
     runtime.launch1d(_pool_kernel(runtime, dx.dtype, "pool_grad"), target.size,

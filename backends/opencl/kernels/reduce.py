@@ -123,9 +123,6 @@ __kernel void topk(const int total, const int n, const int inner, const int k,
 }}
 """
 
-def _contiguous(array):
-    return array if array.is_contiguous else array.copy()
-
 
 def _inner(shape, axis):
     return int(np.prod(shape[axis + 1:], dtype=np.int64))
@@ -133,7 +130,7 @@ def _inner(shape, axis):
 
 @kernel("TopK")
 def topk(ctx, inputs, outputs, attrs):
-    x, values, indices = _contiguous(inputs[0]), outputs[0], outputs[1]
+    x, values, indices = inputs[0].contiguous(), outputs[0], outputs[1]
     axis = attrs["axis"] % x.ndim
     if values.size == 0:
         return
@@ -175,7 +172,7 @@ __kernel void scan(const int rows, const int n, const int inner, const int exclu
 
 def _scan(op: str, identity: int):
     def run(ctx, inputs, outputs, attrs):
-        x, out = _contiguous(inputs[0]), outputs[0]
+        x, out = inputs[0].contiguous(), outputs[0]
         if out.size == 0:
             return
         axis = cumsum_axis(host_value(inputs[1]), x.ndim)
