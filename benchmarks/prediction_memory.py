@@ -59,7 +59,7 @@ def _reset_peak_rss() -> None:
 
 
 def worker_portable(path: str, batch: int) -> dict:
-    from exporters.onnx import import_graph
+    from portable.io.onnx.importer import import_graph
     from portable.memory import prediction_profile
 
     graph, _ = import_graph(path, params_as_inputs=False)

@@ -2,7 +2,7 @@
 ``onnx.backend`` implementation that the ONNX conformance cases drive.
 
 Importing needs no ``onnx`` package (``wire.py`` reads the protobuf format itself); exporting
-does. Names are resolved on first use, so ``import exporters.onnx.importer`` on a device never
+does. Names are resolved on first use, so ``import portable.io.onnx.importer`` on a device never
 imports the exporter or ``onnx``.
 
 Example:
@@ -17,8 +17,8 @@ import importlib
 from typing import Any
 
 _LAZY = {"default_opset": "exporters.onnx.exporter", "export_graph": "exporters.onnx.exporter",
-         "export_model": "exporters.onnx.exporter", "import_graph": "exporters.onnx.importer",
-         "import_model": "exporters.onnx.importer"}
+         "export_model": "exporters.onnx.exporter", "import_graph": "portable.io.onnx.importer",
+         "import_model": "portable.io.onnx.importer"}
 
 __all__ = sorted(_LAZY)
 

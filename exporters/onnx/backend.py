@@ -32,8 +32,8 @@ from portable.executor.feeds import check_feeds
 from portable.ir.graph import Graph, TensorType
 from portable.passes.infer import infer_types
 
-from exporters.onnx.importer import import_graph
-from exporters.onnx import versions
+from portable.io.onnx.importer import import_graph
+from portable.io.onnx import versions
 
 # Constant subgraphs whose outputs hold up to this many elements are evaluated once when a
 # plan is made (onnxruntime folds them too); larger ones run on every call.

@@ -29,15 +29,17 @@ import portable
 from portable.errors import (BindError, OpError, PortableError, SerializationError,
                              UnknownOpError)
 from portable.io.atomic import atomic_write_bytes
+from portable.io.exporters import register_exporter
+from portable.io.onnx import versions
+from portable.io.onnx.steps import RewriteContext
 from portable.ir.graph import Graph, Node, TensorType
 from portable.ops import registry
 from portable.ops.gradients import GradContext
 from portable.passes.infer import TypeInfo, infer_node, infer_types
 from portable.passes.training import set_training_mode
 
-from exporters.onnx import protos, versions
+from exporters.onnx import protos
 from exporters.onnx.decompositions import DECOMPOSITIONS
-from exporters.onnx.steps import RewriteContext
 
 # Ops that compute their input unchanged in inference (input 0 -> output 0) and are left out of
 # an inference export, when no other output of theirs is read.
@@ -347,7 +349,7 @@ def export_model(model: Any, params: Any = None, path: str | os.PathLike | None 
     if isinstance(model, Graph):
         graph = model
     elif hasattr(model, "list_arguments"):
-        from exporters.onnx.symbolic import symbol_graph
+        from portable.io.onnx.symbolic import symbol_graph
 
         graph, params = symbol_graph(model, params, input_shapes, input_types)
     else:
@@ -371,3 +373,6 @@ def save(model: onnx.ModelProto, path: str | os.PathLike) -> None:
         onnx.save_model(model, staged, save_as_external_data=True, location=location)
         os.replace(os.path.join(scratch, location), os.path.join(folder, location))
         os.replace(staged, path)
+
+
+register_exporter("onnx", export_model)

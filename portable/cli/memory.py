@@ -45,7 +45,7 @@ def load_onnx(path: str, train: bool, batch: int | None = None):
     initializers). For prediction every weight is a constant; for training the float weights
     read at differentiable inputs become parameters (graph inputs) and the loss is the mean of
     the first output. Returns ``(graph, parameter names)``."""
-    from exporters.onnx import import_graph
+    from portable.io.onnx.importer import import_graph
     from portable.ir.graph import Node, TensorType
     from portable.ops import registry
     from portable.passes.fold_constants import fold_constants

@@ -32,10 +32,11 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from portable import autograd
-from portable.errors import MissingDependencyError, PortableError
+from portable.errors import PortableError
 from portable.gluon.parameter import DeferredInitializationError, Parameter
 from portable.gluon.parameter_dict import ParameterDict, load_into
 from portable.gluon.utils import flatten
+from portable.io.exporters import get_exporter
 
 _name_counters: dict[str, int] = {}
 _name_lock = threading.Lock()
@@ -483,8 +484,8 @@ class HybridBlock(Block):
 
     def export_onnx(self, path: str, example_inputs: Any, *, dynamic_batch: bool = False,
                     opset: int | None = None) -> Any:
-        """Export the inference graph traced on ``example_inputs`` to an ONNX file through
-        ``exporters.onnx.export_model(graph, params, path)``.
+        """Export the inference graph traced on ``example_inputs`` to an ONNX file through the
+        ``onnx`` exporter registered with ``portable.io.exporters`` (``exporters.onnx``).
 
         Args:
             path: the ``.onnx`` file to write (atomically).
@@ -497,13 +498,7 @@ class HybridBlock(Block):
         Returns:
             The ONNX ModelProto.
         """
-        try:
-            from exporters.onnx import export_model
-        except ImportError as exc:
-            raise MissingDependencyError(
-                f"ONNX export needs exporters.onnx.export_model, which this installation "
-                f"lacks ({exc}); it comes with the ONNX exporter (pip install 'portable[onnx]')"
-            ) from exc
+        export_model = get_exporter("onnx")
         graph, params = self.inference_graph(example_inputs)
         return export_model(graph, params, path, opset, dynamic_batch=dynamic_batch)
 

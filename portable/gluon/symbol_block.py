@@ -6,7 +6,7 @@ Called with NDArrays it always runs compiled (a CachedOp); called with Symbols i
 symbol with the inputs substituted.
 
 ``SymbolBlock.imports`` loads what ``HybridBlock.export`` wrote (symbol JSON plus safetensors
-parameters), or an ONNX model through ``exporters.onnx.import_model``.
+parameters), or an ONNX model through ``portable.io.onnx.import_model``.
 
 Example:
     >>> net.export("/tmp/mlp")                                              # doctest: +SKIP
@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from portable.errors import MissingDependencyError, PortableError
+from portable.errors import PortableError
 from portable.gluon.block import HybridBlock
 from portable.gluon.parameter_dict import ParameterDict
 
@@ -186,10 +186,6 @@ class SymbolBlock(HybridBlock):
 
 
 def _import_onnx(path: str) -> tuple:
-    try:
-        from exporters.onnx import import_model
-    except ImportError as exc:
-        raise MissingDependencyError(
-            f"loading {path} needs exporters.onnx.import_model, which this installation lacks "
-            f"({exc}); it comes with the ONNX importer (pip install 'portable[onnx]')") from exc
+    from portable.io.onnx.importer import import_model  # on first use: keeps the import light
+
     return import_model(path)

@@ -1,23 +1,18 @@
 """Which reader opens a model file: ONNX or portable's deployment format, told by its bytes.
 
-The ONNX reader lives with the rest of the ONNX code in ``exporters/onnx`` and is found through
-``MODEL_READERS`` (a name -> module table imported on first use, as backends are), so
-``import portable.predict`` imports neither it nor ``onnx``. It reads files with its own
-protobuf wire-format decoder, so it runs where the ``onnx`` package cannot be installed.
+The ONNX reader (``portable.io.onnx``) is imported on first use, so ``import portable.predict``
+stays light. It reads files with its own protobuf wire-format decoder, so it runs where the
+``onnx`` package cannot be installed.
 
 Example:
     >>> graph = load_graph("runs/lenet.portable")   # doctest: +SKIP
 """
 from __future__ import annotations
 
-import importlib
 import os
 
-from portable.errors import MissingDependencyError, SerializationError
+from portable.errors import SerializationError
 from portable.ir.graph import Graph
-
-# format -> module with ``import_graph(path, params_as_inputs=False) -> (Graph, params)``
-MODEL_READERS = {"onnx": "exporters.onnx.importer"}
 
 # An ONNX ModelProto starts with a field tag: ir_version (field 1, varint: 0x08) in files every
 # exporter writes, though protobuf allows any field order.
@@ -57,9 +52,7 @@ def load_graph(path: str | os.PathLike) -> Graph:
         from portable.predict import deployment
 
         return deployment.load(path)
-    try:
-        reader = importlib.import_module(MODEL_READERS[kind])
-    except ImportError as exc:
-        raise MissingDependencyError(f"cannot load the {kind} reader for {path}: {exc}") from exc
-    graph, _ = reader.import_graph(path, params_as_inputs=False)
+    from portable.io.onnx.importer import import_graph  # on first use: keeps the import light
+
+    graph, _ = import_graph(path, params_as_inputs=False)
     return graph

@@ -12,7 +12,7 @@ from portable.executor.compiled import CompiledGraph
 from portable.ir import GraphBuilder
 
 from exporters.onnx import backend, default_opset, export_graph, import_graph
-from exporters.onnx.versions import newest_opset
+from portable.io.onnx.versions import newest_opset
 
 helper = onnx.helper
 RNG = np.random.default_rng(0)

@@ -13,7 +13,7 @@ from tests.exporters.test_roundtrip_symbol import _trained_executor, lenet_batch
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from exporters.onnx import reading, schemas, wire  # noqa: E402
+from portable.io.onnx import reading, schemas, wire  # noqa: E402
 from portable.errors import SerializationError  # noqa: E402
 from portable.models.symbolic import lenet, mlp  # noqa: E402
 
@@ -210,7 +210,7 @@ def test_truncated_files_are_refused_naming_the_file(tmp_path, cut):
 
 def test_the_schema_snapshot_matches_the_installed_onnx():
     """``onnx_schemas.json`` says what onnx.defs says (regenerate with
-    ``python -m exporters.onnx.schemas`` when onnx adds an opset)."""
+    ``python -m portable.io.onnx.schemas`` when onnx adds an opset)."""
     live = schemas.build_snapshot()
     snapshot = schemas._snapshot()
     newest = snapshot["newest_opset"]

@@ -289,7 +289,7 @@ def test_the_read_path_imports_neither_safetensors_nor_onnx(tmp_path):
 
 def _import(path):
     pytest.importorskip("onnx", reason="importing ONNX models needs the onnx package")
-    from exporters.onnx import import_graph
+    from portable.io.onnx.importer import import_graph
 
     return import_graph(path, params_as_inputs=False)[0]
 
@@ -331,7 +331,7 @@ def test_lenet_exported_by_portable_runs_like_onnxruntime(tmp_path):
     from tests.exporters.helpers import ort_run
 
     import portable as pt
-    from exporters.onnx import import_graph
+    from portable.io.onnx.importer import import_graph
     from exporters.onnx.backend import PortableRep
     from portable.models.zoo import get_model
 

@@ -48,7 +48,7 @@ def test_light_model_matches_numpy_in_every_value(device, name):
     import onnx
 
     from exporters.onnx.backend import fold_constants
-    from exporters.onnx.importer import import_graph
+    from portable.io.onnx.importer import import_graph
     from portable.ir.graph import TensorType
 
     if name not in _light_models():

@@ -13,10 +13,9 @@ import numpy as np
 
 from portable.dtypes import ONNX_DTYPES, from_onnx
 from portable.errors import OpAttributeError, SerializationError, ShapeError
+from portable.io.onnx.schemas import ATTRIBUTE_KINDS
+from portable.io.onnx.wire import Attribute, Tensor, ValueInfo
 from portable.ir.graph import TensorType
-
-from exporters.onnx.schemas import ATTRIBUTE_KINDS
-from exporters.onnx.wire import Attribute, Tensor, ValueInfo
 
 # A tensor or value with more elements than this is refused as absurd (2^40 floats = 4 TiB).
 MAX_ELEMENTS = 1 << 40

@@ -3,8 +3,8 @@ package (on a phone, say): every version of every op with its attributes (kind a
 and how many inputs and outputs it takes.
 
 The data (``onnx_schemas.json`` beside this file) is generated from ``onnx.defs`` by
-``python -m exporters.onnx.schemas`` and checked against the installed ``onnx`` by
-``tests/exporters/test_schemas.py``; regenerate it when onnx adds an opset.
+``python -m portable.io.onnx.schemas`` and checked against the installed ``onnx`` by
+``tests/exporters/test_wire.py``; regenerate it when onnx adds an opset.
 
 Example:
     >>> op_version("Reshape", 13)

@@ -25,15 +25,14 @@ import numpy as np
 
 from portable.errors import (GraphError, OpAttributeError, PortableError, SerializationError,
                              ShapeError, UnknownOpError)
+from portable.io.onnx import folding, reading, versions, wire
+from portable.io.onnx.steps import RewriteContext
 from portable.ir.builder import toposort
 from portable.ir.graph import PRIVATE_DOMAIN, Graph, Node, TensorType
 from portable.ir.verify import verify
 from portable.ops import registry
 from portable.ops.movement import constant_value
 from portable.passes.infer import TypeInfo, infer_node
-
-from exporters.onnx import folding, reading, versions, wire
-from exporters.onnx.steps import RewriteContext
 
 ONNX_DOMAINS = ("", "ai.onnx")
 _CONTROL_FLOW = ("If", "Loop", "Scan", "SequenceMap")
@@ -307,7 +306,7 @@ def import_model(model: Any, *, base_dir: str | None = None,
         >>> exe = sym.bind(pt.cpu(), {**args, "data": x}, aux_states=aux)  # doctest: +SKIP
     """
     from portable.ndarray.ndarray import array
-    from exporters.onnx.symbolic import graph_to_symbol
+    from portable.io.onnx.symbolic import graph_to_symbol
 
     graph, params = import_graph(model, base_dir=base_dir)
     symbol = graph_to_symbol(graph)

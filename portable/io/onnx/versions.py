@@ -26,18 +26,17 @@ from typing import Any, Callable
 import numpy as np
 
 from portable.errors import OpAttributeError, OpError, UnknownOpError
+from portable.io.onnx import schemas
+from portable.io.onnx.steps import (AttrToInput, RemovedAttr, Rewrite, Rewriter, Step,
+                                    batch_norm_downgrade, batch_norm_upgrade, bit_shift_downgrade,
+                                    dropout_mask_upgrade, dropout_to_onnx, gemm_bias_downgrade,
+                                    legacy_broadcast_upgrade,
+                                    pad_axes_downgrade, pad_wrap_downgrade, prelu_channels_upgrade,
+                                    group_norm_18, resize_10, resize_required_inputs,
+                                    shape_slice_downgrade, softmax_downgrade, softmax_upgrade,
+                                    split_downgrade, where)
 from portable.ir.graph import Node
 from portable.ops import registry
-
-from exporters.onnx import schemas
-from exporters.onnx.steps import (AttrToInput, RemovedAttr, Rewrite, Rewriter, Step,
-                                  batch_norm_downgrade, batch_norm_upgrade, bit_shift_downgrade,
-                                  dropout_mask_upgrade, dropout_to_onnx, gemm_bias_downgrade,
-                                  legacy_broadcast_upgrade,
-                                  pad_axes_downgrade, pad_wrap_downgrade, prelu_channels_upgrade,
-                                  group_norm_18, resize_10, resize_required_inputs,
-                                  shape_slice_downgrade, softmax_downgrade, softmax_upgrade,
-                                  split_downgrade, where)
 
 # Import reads models stamped with ai.onnx opsets from this one on. An older model is read
 # when each of its ops has the version it has in this opset, or a version from LEGACY on

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from exporters.onnx.wire import Node
+from portable.io.onnx.wire import Node
 
 # Outputs of at most this many elements are folded.
 FOLD_ELEMENTS = 1 << 20
@@ -43,10 +43,8 @@ def fold_unimplemented(proto: Node, inputs: Sequence[np.ndarray | None],
     them (or they are not plain numeric tensors of modest size, or onnx is absent)."""
     try:
         import onnx
-        from onnx import helper
+        from onnx import helper, numpy_helper
         from onnx.reference import ReferenceEvaluator
-
-        from exporters.onnx import protos
     except ImportError:
         return None
 
@@ -54,7 +52,7 @@ def fold_unimplemented(proto: Node, inputs: Sequence[np.ndarray | None],
     outputs = [f"out{i}" if name else "" for i, name in enumerate(proto.output)]
     node = helper.make_node(proto.op_type, names, outputs, domain=proto.domain)
     node.attribute.extend(onnx.NodeProto.FromString(bytes(proto.span)).attribute)
-    initializers = [protos.array_to_tensor(np.asarray(value), name)
+    initializers = [numpy_helper.from_array(np.ascontiguousarray(value), name)
                     for name, value in zip(names, inputs) if name]
     graph = helper.make_graph([node], "fold", [], [helper.make_empty_tensor_value_info(o)
                                                    for o in outputs if o], initializers)
