@@ -29,9 +29,6 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
     # NDArray's gradient context lives in autograd, which records NDArray ops
     frozenset({"portable/autograd.py", "portable/ndarray/indexing.py",
                "portable/ndarray/invoke.py", "portable/ndarray/ndarray.py"}),
-    # the Symbol class, its generated op functions and its JSON form
-    frozenset({"portable/symbol/ops.py", "portable/symbol/serialize.py",
-               "portable/symbol/symbol.py"}),
     # the store registry lives in the package face that imports the stores
     frozenset({"portable/kvstore/__init__.py", "portable/kvstore/dist.py"}),
 ]

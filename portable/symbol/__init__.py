@@ -2,8 +2,7 @@
 from portable.symbol.layers import (Activation, BatchNorm, Convolution, Dropout, Flatten,
                                     FullyConnected, Pooling, SoftmaxCrossEntropy)
 from portable.symbol.ops import apply_op, constant, generated_functions
-from portable.symbol.serialize import fromjson, load
-from portable.symbol.symbol import Group, Symbol, Variable, var
+from portable.symbol.symbol import Group, Symbol, Variable, fromjson, load, var
 
 # The generated op functions come first so the helpers below keep their names (the op
 # Constant would otherwise shadow the ``constant`` helper).

@@ -1,4 +1,5 @@
-"""Symbol <-> JSON (no pickle). The format lists nodes in topological order:
+"""The symbol DAG <-> JSON (no pickle); ``Symbol.tojson``, ``fromjson`` and ``load`` wrap it.
+The format lists nodes in topological order:
 
     {"format": "portable.symbol", "version": 1,
      "nodes": [{"op": null, "name": "x", "shape": [..], "dtype": "float32"},
@@ -16,16 +17,19 @@ from typing import Any
 import numpy as np
 
 from portable.errors import PortableError, SerializationError
-from portable.io.atomic import atomic_write_text
 from portable.io.json_values import decode_value, encode_value
-from portable.symbol.symbol import SymNode, Symbol, topo_nodes
+from portable.ops import registry
+from portable.symbol.nodes import SymNode, topo_nodes
+
+Entry = tuple[SymNode, int]
 
 FORMAT = "portable.symbol"
 VERSION = 1
 
 
-def symbol_to_json(symbol: Symbol) -> str:
-    nodes = topo_nodes(symbol._entries)
+def entries_to_json(entries: list[Entry]) -> str:
+    """The JSON text of the DAG that ``entries`` (a symbol's outputs) reach."""
+    nodes = topo_nodes(entries)
     index = {id(n): i for i, n in enumerate(nodes)}
     records = []
     for node in nodes:
@@ -46,13 +50,14 @@ def symbol_to_json(symbol: Symbol) -> str:
             if node.scalar:
                 record["scalar"] = True
         records.append(record)
-    heads = [[index[id(n)], i] for n, i in symbol._entries]
+    heads = [[index[id(n)], i] for n, i in entries]
     return json.dumps({"format": FORMAT, "version": VERSION, "nodes": records, "heads": heads},
                       indent=1)
 
 
-def fromjson(text: str, source: str = "<string>") -> Symbol:
-    """Parse a symbol; malformed input raises SerializationError naming the source and node."""
+def entries_from_json(text: str, source: str = "<string>") -> list[Entry]:
+    """Parse a symbol's outputs; malformed input raises SerializationError naming the source and
+    node."""
     try:
         doc = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -75,7 +80,7 @@ def fromjson(text: str, source: str = "<string>") -> Symbol:
                                  f"{exc}") from exc
     if not entries:
         raise SerializationError(f"{source}: the symbol has no outputs (empty \"heads\")")
-    return Symbol(entries)
+    return entries
 
 
 def _entry(nodes: list[SymNode], ref: Any, where: str) -> tuple[SymNode, int]:
@@ -91,8 +96,6 @@ def _entry(nodes: list[SymNode], ref: Any, where: str) -> tuple[SymNode, int]:
 
 
 def _node_from_record(record: dict, nodes: list[SymNode], i: int) -> SymNode:
-    from portable.ops import registry
-
     name = str(record["name"])
     if record["op"] is None:
         node = SymNode(None, name, shape=None if record.get("shape") is None
@@ -112,18 +115,12 @@ def _node_from_record(record: dict, nodes: list[SymNode], i: int) -> SymNode:
                    scalar=bool(record.get("scalar", False)))
 
 
-def save(symbol: Symbol, path: str) -> None:
-    """Write the symbol's JSON atomically."""
-    atomic_write_text(path, symbol.tojson())
-
-
-def load(path: str) -> Symbol:
-    """Read a symbol written by ``Symbol.save``."""
+def read_text(path: str) -> str:
+    """The text of a symbol file, or a SerializationError naming it."""
     try:
         with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+            return handle.read()
     except OSError as exc:
         raise SerializationError(f"cannot read symbol file {path}: {exc}") from exc
     except UnicodeDecodeError as exc:
         raise SerializationError(f"{path}: not a text (JSON) file: {exc}") from exc
-    return fromjson(text, source=path)

@@ -13,78 +13,21 @@ Example:
 """
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from portable.errors import BindError, GraphError
+from portable.errors import BindError, OpError
+from portable.io.atomic import atomic_write_text
 from portable.ir.graph import Graph, Node, TensorType
 from portable.ops import registry
 from portable.passes.infer import TypeInfo, infer_node
+from portable.symbol.nodes import SymNode, auto_name, topo_nodes
+from portable.symbol.serialize import entries_from_json, entries_to_json, read_text
+from portable.symbol.shape_hints import resolve_hint
 
-
-@dataclass(eq=False)
-class SymNode:
-    """A node of the symbol DAG. ``op`` is None for a variable."""
-
-    op: str | None
-    name: str
-    attrs: dict = field(default_factory=dict)
-    inputs: list = field(default_factory=list)  # of (SymNode, output index) or None
-    num_outputs: int = 1
-    # variables only: declared shape / dtype, and a rule deriving the shape from another entry
-    shape: tuple | None = None
-    dtype: Any = None
-    shape_hint: tuple | None = None  # (rule name, (SymNode, index), params)
-    var_attrs: dict = field(default_factory=dict)
-    scalar: bool = False  # a Python scalar: typed like the other operand of its consumer
-
-    @property
-    def is_variable(self) -> bool:
-        return self.op is None
-
-    def output_name(self, index: int) -> str:
-        if self.is_variable:
-            return self.name
-        return f"{self.name}_output" if self.num_outputs == 1 else f"{self.name}_output{index}"
-
-
-_name_counters: dict[str, itertools.count] = {}
-
-
-def auto_name(op: str) -> str:
-    """MXNet-style automatic names: ``fullyconnected0``, ``fullyconnected1``..."""
-    key = op.rsplit(".", 1)[-1].lower()
-    counter = _name_counters.setdefault(key, itertools.count())
-    return f"{key}{next(counter)}"
-
-
-def topo_nodes(entries: Iterable[tuple[SymNode, int]]) -> list[SymNode]:
-    """Every node reachable from ``entries``, inputs before users (iterative DFS)."""
-    order: list[SymNode] = []
-    state: dict[int, int] = {}  # id -> 1 visiting, 2 done
-    stack = [(node, False) for node, _ in reversed(list(entries))]
-    while stack:
-        node, expanded = stack.pop()
-        key = id(node)
-        if expanded:
-            state[key] = 2
-            order.append(node)
-            continue
-        if state.get(key) == 2:
-            continue
-        if state.get(key) == 1:
-            raise GraphError(f"symbol graph has a cycle through {node.name!r}")
-        state[key] = 1
-        stack.append((node, True))
-        for entry in reversed(node.inputs):
-            if entry is not None and state.get(id(entry[0])) != 2:
-                if state.get(id(entry[0])) == 1:
-                    raise GraphError(f"symbol graph has a cycle through {entry[0].name!r}")
-                stack.append((entry[0], False))
-    return order
+__all__ = ["Group", "SymNode", "Symbol", "Variable", "apply_op", "auto_name", "constant",
+           "fromjson", "load", "scalar", "topo_nodes", "var"]
 
 
 class Symbol:
@@ -172,8 +115,6 @@ class Symbol:
         """Types of every entry; variables without a shape take it from their shape hint,
         and Python scalars the dtype of their consumer's other operand (recorded in
         ``scalar_dtypes``, keyed by node id)."""
-        from portable.symbol.shape_hints import resolve_hint
-
         info = TypeInfo(types=self._var_types(shapes, dtypes))
         scalar_dtypes = {} if scalar_dtypes is None else scalar_dtypes
         for node in self._nodes():
@@ -258,14 +199,11 @@ class Symbol:
 
     # -- serialisation ---------------------------------------------------------------------
     def tojson(self) -> str:
-        from portable.symbol.serialize import symbol_to_json
-
-        return symbol_to_json(self)
+        return entries_to_json(self._entries)
 
     def save(self, path: str) -> None:
-        from portable.symbol.serialize import save
-
-        save(self, path)
+        """Write the symbol's JSON atomically."""
+        atomic_write_text(path, self.tojson())
 
     # -- execution -------------------------------------------------------------------------
     def bind(self, device: Any = None, args: Any = None, args_grad: Any = None,
@@ -289,8 +227,6 @@ class Symbol:
 
     # -- operators -------------------------------------------------------------------------
     def _binary(self, op: str, other: Any, reverse: bool = False) -> "Symbol":
-        from portable.symbol.ops import apply_op, scalar
-
         other = other if isinstance(other, Symbol) else scalar(other)
         a, b = (other, self) if reverse else (self, other)
         return apply_op(op, [a, b])
@@ -308,8 +244,6 @@ class Symbol:
     def __lt__(self, o): return self._binary("Less", o)
 
     def __neg__(self):
-        from portable.symbol.ops import apply_op
-
         return apply_op("Neg", [self])
 
     def __repr__(self) -> str:
@@ -332,3 +266,74 @@ Variable = var
 def Group(symbols: Sequence[Symbol]) -> Symbol:  # noqa: N802 - MXNet's name
     """One symbol whose outputs are the outputs of ``symbols``."""
     return Symbol([entry for s in symbols for entry in s._entries])
+
+
+def fromjson(text: str, source: str = "<string>") -> Symbol:
+    """Parse a symbol; malformed input raises SerializationError naming the source and node."""
+    return Symbol(entries_from_json(text, source))
+
+
+def load(path: str) -> Symbol:
+    """Read a symbol written by ``Symbol.save``."""
+    return fromjson(read_text(path), source=path)
+
+
+# -- building nodes ----------------------------------------------------------------------------
+
+
+def constant(value: Any, dtype: Any = None) -> Symbol:
+    """A constant symbol (a Constant node); Python floats become float32."""
+    array = np.asarray(value, dtype=dtype if dtype is not None else
+                       (np.float32 if np.asarray(value).dtype.kind == "f" else None))
+    node = SymNode("Constant", auto_name("const"), {"value": array})
+    return Symbol([(node, 0)])
+
+
+def scalar(value: float) -> Symbol:
+    """A Python scalar in an expression (``x * 2.0``): a constant that takes the dtype of the
+    other operand when the graph is lowered, as MXNet's scalar ops do."""
+    symbol = constant(value)
+    symbol._entries[0][0].scalar = True
+    return symbol
+
+
+def _output_count(op: registry.OpDef, attrs: dict, requested: int | None) -> int:
+    if requested is not None:
+        return requested
+    if "num_outputs" in op.attrs and attrs.get("num_outputs") is not None:
+        return int(attrs["num_outputs"])
+    required = [o for o in op.outputs if not o.endswith(("?", "*"))]
+    if required:
+        return len(required)
+    fixed = [o for o in op.outputs if not o.endswith("*")]
+    return max(len(fixed), 1)
+
+
+def apply_op(op_name: str, inputs: list, name: str | None = None,
+             num_outputs: int | None = None, **attrs: Any) -> Symbol:
+    """Create a node applying ``op_name`` to ``inputs`` (Symbols, None or constants)."""
+    op = registry.get(op_name)
+    name = name or auto_name(op_name)
+    low, high = op.arity()
+    if high is not None and len(inputs) > high:
+        raise OpError(f"{op_name} takes at most {high} inputs ({', '.join(op.inputs)}), "
+                      f"got {len(inputs)}")
+    entries = []
+    for index in range(max(len(inputs), low)):
+        value = inputs[index] if index < len(inputs) else None
+        if value is None and index < low:
+            value = Symbol([(SymNode(None, f"{name}_{op.input_name(index).lower()}"), 0)])
+        if value is None:
+            entries.append(None)
+            continue
+        if not isinstance(value, Symbol):
+            value = constant(value)
+        if len(value) != 1:
+            raise OpError(f"input {index} of {op_name} node {name!r} has {len(value)} outputs; "
+                          f"pick one with symbol[i]")
+        entries.append(value._entries[0])
+    while entries and entries[-1] is None:
+        entries.pop()
+    count = _output_count(op, attrs, num_outputs)
+    node = SymNode(op_name, name, dict(attrs), entries, count)
+    return Symbol([(node, i) for i in range(count)])
