@@ -1,7 +1,7 @@
 """Imperative automatic differentiation (MXNet 1.x ``mx.autograd``).
 
-While ``record()`` is active, every op applied to arrays that need a gradient is put on a tape:
-the op, its resolved attributes, its inputs and outputs. ``backward`` walks the tape from the
+While ``record()`` is active, every op applied to arrays that need a gradient is put on a tape
+(``portable.tape``: the op, its resolved attributes, its inputs and outputs). ``backward`` walks the tape from the
 heads in reverse and applies each op's gradient rule through a GradContext whose ``emit`` runs
 ops imperatively: the very rules that the symbolic autodiff pass appends as graph nodes.
 
@@ -15,108 +15,22 @@ Example:
 """
 from __future__ import annotations
 
-import threading
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from portable.errors import NotDifferentiableError, PortableError
 from portable.ir.graph import Node
-from portable.ops import registry
+from portable.ndarray.invoke import invoke
+from portable.ndarray.ndarray import NDArray, array, ones_like, zeros_like
 from portable.ops.gradients import GradContext
+from portable.tape import (TapeEntry, is_recording, is_training, needs_grad, pause,
+                           predict_mode, record, record_op, scope, set_recording, set_training,
+                           train_mode)
 
-_state = threading.local()
-
-
-def _get(name: str, default: bool) -> bool:
-    return getattr(_state, name, default)
-
-
-def is_recording() -> bool:
-    """True inside ``record()`` (and not inside ``pause()``)."""
-    return _get("recording", False)
-
-
-def is_training() -> bool:
-    """True when ops run with training behaviour (Dropout active, BatchNorm batch statistics)."""
-    return _get("training", False)
-
-
-def set_recording(flag: bool) -> bool:
-    previous = is_recording()
-    _state.recording = bool(flag)
-    return previous
-
-
-def set_training(flag: bool) -> bool:
-    previous = is_training()
-    _state.training = bool(flag)
-    return previous
-
-
-@contextmanager
-def _scope(recording: bool | None, training: bool | None) -> Iterator[None]:
-    old_rec, old_train = is_recording(), is_training()
-    if recording is not None:
-        _state.recording = recording
-    if training is not None:
-        _state.training = training
-    try:
-        yield
-    finally:
-        _state.recording, _state.training = old_rec, old_train
-
-
-def record(train_mode: bool = True):
-    """Record ops for differentiation (training behaviour by default)."""
-    return _scope(True, train_mode)
-
-
-def pause(train_mode: bool = False):
-    """Stop recording inside a ``record()`` block."""
-    return _scope(False, train_mode)
-
-
-def train_mode():
-    """Training behaviour without changing whether ops are recorded."""
-    return _scope(None, True)
-
-
-def predict_mode():
-    """Inference behaviour without changing whether ops are recorded."""
-    return _scope(None, False)
-
-
-# -- the tape -------------------------------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class TapeEntry:
-    """One recorded op application."""
-
-    op_name: str
-    op: registry.OpDef
-    attrs: dict
-    inputs: list
-    outputs: list
-
-
-def needs_grad(array: Any) -> bool:
-    """True for an array with attach_grad, or computed from one while recording."""
-    return array is not None and (array._entry is not None or array._grad_req != "null")
-
-
-def record_op(op_name: str, op: registry.OpDef, attrs: dict, inputs: Sequence[Any],
-              outputs: Sequence[Any]) -> None:
-    """Called by ``invoke`` for every op while recording."""
-    if not any(needs_grad(x) for x in inputs):
-        return
-    entry = TapeEntry(op_name, op, dict(attrs), list(inputs), list(outputs))
-    for index, out in enumerate(outputs):
-        if out is not None:
-            out._entry = (entry, index)
+__all__ = ["TapeEntry", "backward", "grad", "is_recording", "is_training", "needs_grad",
+           "pause", "predict_mode", "record", "record_op", "set_recording", "set_training",
+           "train_mode"]
 
 
 class _ImperativeGradContext(GradContext):
@@ -127,13 +41,9 @@ class _ImperativeGradContext(GradContext):
         super().__init__(node, entry.op, entry.attrs, entry.inputs, entry.outputs)
 
     def emit(self, op: str, *inputs: Any, num_outputs: int = 1, **attrs: Any) -> Any:
-        from portable.ndarray.invoke import invoke
-
         return invoke(op, list(inputs), attrs, num_outputs=num_outputs)
 
     def const(self, value: Any, dtype: Any = None) -> Any:
-        from portable.ndarray.ndarray import array
-
         value = np.asarray(value, dtype=dtype)
         device = next((x.device for x in self.inputs if x is not None), None)
         return array(value, device=device, dtype=value.dtype)
@@ -178,8 +88,6 @@ def _accumulate(grads: dict, array: Any, grad: Any) -> None:
 
 def _run_backward(heads: Sequence[Any], head_grads: Sequence[Any] | None,
                   create_graph: bool, training: bool) -> dict[int, tuple[Any, Any]]:
-    from portable.ndarray.ndarray import ones_like
-
     heads = list(heads)
     head_grads = [None] * len(heads) if head_grads is None else list(head_grads)
     if len(head_grads) != len(heads):
@@ -191,7 +99,7 @@ def _run_backward(heads: Sequence[Any], head_grads: Sequence[Any] | None,
             raise PortableError("cannot differentiate: the head was not computed from an "
                                 "array with attach_grad() inside autograd.record()")
         _accumulate(grads, head, ones_like(head) if grad is None else grad)
-    with _scope(create_graph, training):
+    with scope(create_graph, training):
         for entry in reversed(_topological_entries(heads)):
             if not any(o is not None and id(o) in grads for o in entry.outputs):
                 continue
@@ -243,8 +151,6 @@ def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool 
     With ``create_graph=True`` the gradient computation is itself recorded, so the result can
     be differentiated again.
     """
-    from portable.ndarray.ndarray import NDArray, zeros_like
-
     heads = [heads] if isinstance(heads, NDArray) else list(heads)
     single = isinstance(variables, NDArray)
     variables = [variables] if single else list(variables)

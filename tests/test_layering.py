@@ -26,9 +26,6 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
                "backends/opencl/gemm.py", "backends/opencl/kernels/movement.py",
                "backends/opencl/kernels/table.py", "backends/opencl/optable.py",
                "backends/opencl/reduction.py"}),
-    # NDArray's gradient context lives in autograd, which records NDArray ops
-    frozenset({"portable/autograd.py", "portable/ndarray/indexing.py",
-               "portable/ndarray/invoke.py", "portable/ndarray/ndarray.py"}),
     # the store registry lives in the package face that imports the stores
     frozenset({"portable/kvstore/__init__.py", "portable/kvstore/dist.py"}),
 ]

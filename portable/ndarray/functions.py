@@ -11,6 +11,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from portable import autograd
+from portable.dtypes import to_onnx
+from portable.ndarray.indexing import getitem, setitem
 from portable.ndarray.invoke import constant_like, invoke
 from portable.ndarray.ndarray import NDArray, array
 from portable.ops import registry
@@ -104,8 +107,25 @@ def _unary(op_name: str):
     return method
 
 
+def _astype(self: NDArray, dtype: Any, copy: bool = True) -> NDArray:
+    if not copy and np.dtype(dtype) == self.dtype:
+        return self
+    return invoke("Cast", [self], {"to": to_onnx(dtype)})
+
+
+def _backward(self: NDArray, out_grad: NDArray | None = None, retain_graph: bool = False,
+              train_mode: bool = True) -> None:
+    autograd.backward([self], None if out_grad is None else [out_grad], retain_graph,
+                      train_mode)
+
+
 def install_operators() -> None:
-    """Attach arithmetic, comparison and MXNet-style methods to NDArray."""
+    """Attach arithmetic, comparison, indexing, ``astype``, ``backward`` and MXNet-style
+    methods to NDArray."""
+    NDArray.astype = _astype
+    NDArray.backward = _backward
+    NDArray.__getitem__ = getitem
+    NDArray.__setitem__ = setitem
     for dunder, op in (("add", "Add"), ("sub", "Sub"), ("mul", "Mul"), ("truediv", "Div"),
                        ("pow", "Pow")):
         setattr(NDArray, f"__{dunder}__", _binary(op))

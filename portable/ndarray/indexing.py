@@ -10,12 +10,11 @@ from typing import Any
 import numpy as np
 
 from portable.engine import get_engine
+from portable.ndarray.invoke import invoke
+from portable.ndarray.ndarray import NDArray, array
 
 
 def getitem(x: Any, key: Any) -> Any:
-    from portable.ndarray.invoke import invoke
-    from portable.ndarray.ndarray import NDArray, array
-
     if isinstance(key, (NDArray, np.ndarray, list)):
         index = key if isinstance(key, NDArray) else array(np.asarray(key), x.device)
         if index.dtype.kind not in "iu":
@@ -73,8 +72,6 @@ def getitem(x: Any, key: Any) -> Any:
 
 
 def setitem(x: Any, key: Any, value: Any) -> None:
-    from portable.ndarray.ndarray import NDArray
-
     if isinstance(key, NDArray):
         key = key.asnumpy()
     if isinstance(key, tuple):

@@ -4,7 +4,8 @@
 caused it, naming the op), allocates the outputs, and pushes the kernel to the engine with the
 inputs' vars as reads and the outputs' vars as writes. It returns at once; reading an output
 waits for it. View ops (Reshape, Flatten, ...) return an array sharing its input's storage and
-engine var, as MXNet's reshape does. While ``autograd`` records, each call is put on the tape.
+engine var, as MXNet's reshape does. While autograd records, each call is put on the tape
+(``portable.tape``).
 """
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from portable import autograd, random
+from portable import random, tape
 from portable.backend import KernelContext
 from portable.engine import get_engine
 from portable.errors import BackendError, PortableError, ShapeError
 from portable.ir.graph import Node, TensorType
+from portable.ndarray.ndarray import NDArray, array
 from portable.ops import registry
 
 # (op, attrs, input types) -> (output types, resolved attrs), for calls whose rule read no value
@@ -120,14 +122,12 @@ def invoke(op_name: str, inputs: Sequence[Any], attrs: dict | None = None,
         num_outputs: how many outputs to return (default: the op's required outputs).
         out: an existing NDArray to write the (single) output into.
     """
-    from portable.ndarray.ndarray import NDArray
-
     op = registry.ops.get(op_name) or registry.get(op_name)
     attrs = attrs or {}
     extra: set[int] = set()  # outputs the caller did not ask for but the op must produce
     training = False
     if op.training_mode is not None:  # BatchNormalization, Dropout: follow autograd's mode
-        training = autograd.is_training()
+        training = tape.is_training()
         names = tuple(f"in{i}" if x is not None else "" for i, x in enumerate(inputs))
         node = op.training_mode(Node(op_name, names, ("out0",), attrs), training)
         op_name, attrs = node.op, dict(node.attrs)
@@ -167,8 +167,8 @@ def invoke(op_name: str, inputs: Sequence[Any], attrs: dict | None = None,
                 if state is not None and new is not None:
                     new.copyto(state)
 
-    if autograd.is_recording():
-        autograd.record_op(op_name, op, resolved, inputs, outputs)
+    if tape.is_recording():
+        tape.record_op(op_name, op, resolved, inputs, outputs)
     return outputs[0] if count == 1 else tuple(outputs[:count])
 
 
@@ -206,8 +206,6 @@ def _push_kernel(op_name, op, backend, device, inputs, outputs, attrs, declared_
 
 def constant_like(value: Any, like: Any) -> Any:
     """A host constant as an NDArray on ``like``'s device, with ``like``'s dtype for floats."""
-    from portable.ndarray.ndarray import array
-
     value = np.asarray(value)
     if value.dtype.kind == "f" or (value.dtype.kind in "iub" and like.dtype.kind == "f"):
         value = value.astype(like.dtype)

@@ -21,7 +21,12 @@ from portable.engine import get_engine
 
 
 class NDArray:
-    """A multi-dimensional array on a device."""
+    """A multi-dimensional array on a device.
+
+    This module holds the data and its movement only; the methods that run ops (operators,
+    ``astype``, indexing, ``backward``) are attached by ``functions.install_operators``, which
+    sits above ``invoke`` and ``autograd``, so the array layer imports neither.
+    """
 
     __slots__ = ("_data", "_device", "_var", "_host_value", "_grad", "_grad_req", "_entry",
                  "__weakref__")
@@ -146,14 +151,6 @@ class NDArray:
     def copy(self) -> "NDArray":
         return self.copyto(self._device)
 
-    def astype(self, dtype: Any, copy: bool = True) -> "NDArray":
-        from portable.dtypes import to_onnx
-        from portable.ndarray.invoke import invoke
-
-        if not copy and np.dtype(dtype) == self.dtype:
-            return self
-        return invoke("Cast", [self], {"to": to_onnx(dtype)})
-
     # -- autograd --------------------------------------------------------------------------
     def attach_grad(self, grad_req: str = "write", stype: Any = None) -> None:
         """Allocate a gradient buffer; ``backward`` writes (or adds, ``grad_req='add'``) it."""
@@ -165,24 +162,6 @@ class NDArray:
 
     def detach(self) -> "NDArray":
         return NDArray(self._data, self._device, var=self._var)
-
-    def backward(self, out_grad: "NDArray | None" = None, retain_graph: bool = False,
-                 train_mode: bool = True) -> None:
-        from portable import autograd
-
-        autograd.backward([self], None if out_grad is None else [out_grad], retain_graph,
-                          train_mode)
-
-    # -- element access --------------------------------------------------------------------
-    def __getitem__(self, key: Any) -> "NDArray":
-        from portable.ndarray.indexing import getitem
-
-        return getitem(self, key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        from portable.ndarray.indexing import setitem
-
-        setitem(self, key, value)
 
 
 def _from_host(host: np.ndarray, device: Device) -> NDArray:
