@@ -238,7 +238,7 @@ class Trainer:
 
             return get_updater(self._optimizer).get_states(dump_optimizer=True)
         if self._update_on_kvstore:
-            return self._kvstore._updater.get_states(dump_optimizer=True)
+            return self._kvstore.get_optimizer_states(dump_optimizer=True)
         return self._updaters[0].get_states(dump_optimizer=True)
 
     def set_states(self, data: bytes, source: str = "<trainer states>",
@@ -259,16 +259,17 @@ class Trainer:
             tensors_from_bytes(data, source)  # refuse a damaged blob now, not later
             self._pending_states = (data, source, restore_optimizer)
             return
-        param_dict = self._optimizer.param_dict
-        targets = [self._kvstore._updater] if self._update_on_kvstore else self._updaters
-        for updater in targets:
-            updater.set_states(data, source, restore_optimizer)
-        self._optimizer = targets[0].optimizer
-        self._optimizer.param_dict = param_dict
-        for updater in targets:
-            updater.optimizer = self._optimizer
         if self._update_on_kvstore:
-            self._kvstore._optimizer = self._optimizer
+            self._kvstore.set_optimizer_states(data, source, restore_optimizer)
+            self._adopt_store_optimizer()
+            return
+        param_dict = self._optimizer.param_dict
+        for updater in self._updaters:
+            updater.set_states(data, source, restore_optimizer)
+        self._optimizer = self._updaters[0].optimizer
+        self._optimizer.param_dict = param_dict
+        for updater in self._updaters:  # one optimizer (and update counters) for every device
+            updater.optimizer = self._optimizer
 
     def save_states(self, fname: str | os.PathLike) -> None:
         """Write the optimizer states to ``fname`` (safetensors + JSON, atomically); with the
@@ -284,9 +285,14 @@ class Trainer:
         """Read optimizer states written by ``save_states`` (the optimizer is rebuilt from
         the saved configuration, as MXNet does)."""
         if self._kvstore is not None and self._update_on_kvstore:
-            param_dict = self._optimizer.param_dict
             self._kvstore.load_optimizer_states(str(fname))
-            self._optimizer = self._kvstore._updater.optimizer
-            self._optimizer.param_dict = param_dict
+            self._adopt_store_optimizer()
             return
         self.set_states(read_bytes(fname, "trainer states"), str(fname))
+
+    def _adopt_store_optimizer(self) -> None:
+        """After the store loaded states, train with the store's optimizer (loading may have
+        rebuilt it from the saved configuration), given this trainer's ``param_dict``."""
+        param_dict = self._optimizer.param_dict
+        self._optimizer = self._kvstore.optimizer
+        self._optimizer.param_dict = param_dict

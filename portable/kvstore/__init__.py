@@ -1,8 +1,8 @@
 """Key-value stores that synchronise parameters (MXNet's ``mx.kv``).
 
 ``create(name)`` looks the name up in ``kvstores``, a table of name -> ``"module:Class"``
-imported on first use, so a store that needs mpi4py imports it only when created. A
-distributed store registers itself with ``register("dist_sync", "portable.kvstore.dist:...")``.
+imported on first use, so a store that needs mpi4py imports it only when created. The MPI
+stores come from ``dist.STORES``; another store is added with ``register(name, target)``.
 
 Example:
     >>> import portable as pt
@@ -17,6 +17,7 @@ from typing import Any
 
 from portable.errors import PortableError
 from portable.kvstore.base import KVStore
+from portable.kvstore.dist import STORES
 from portable.kvstore.local import LocalKVStore
 
 # store name -> "module:attribute" (imported lazily) or a KVStore subclass
@@ -27,6 +28,7 @@ kvstores: dict[str, Any] = {
     "local_update_cpu": LocalKVStore,
     "local_allreduce_cpu": LocalKVStore,
     "local_allreduce_device": LocalKVStore,
+    **STORES,
 }
 
 
@@ -71,7 +73,5 @@ def create(name: "str | KVStore" = "local", **kwargs: Any) -> KVStore:
                  "local_allreduce_device": "device"}.get(name, name)
     return target(canonical, **kwargs)
 
-
-from portable.kvstore import dist as _dist  # noqa: E402,F401 - registers the MPI stores
 
 __all__ = ["KVStore", "LocalKVStore", "create", "kvstores", "register"]

@@ -29,10 +29,13 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from portable.device import Device, cpu
 from portable.errors import PortableError
+
+if TYPE_CHECKING:
+    from portable.optim.optimizer import Optimizer
 
 
 class KVStore:
@@ -49,8 +52,9 @@ class KVStore:
         self._type = name
         self._store: dict[Any, Any] = {}
         self._borrowed: set[Any] = set()  # keys whose stored value is a caller's array
+        # applies the optimizer on push; its optimizer is the store's (one source of truth:
+        # loading states may rebuild it from the saved configuration)
         self._updater: Any = None
-        self._optimizer: Any = None
         self._compression: dict | None = None
 
     # -- identity --------------------------------------------------------------------------
@@ -177,11 +181,55 @@ class KVStore:
         """Update stored weights with ``optimizer`` on every push (gradients are pushed)."""
         from portable.optim.updater import get_updater
 
-        self._optimizer = optimizer
         self._set_updater(get_updater(optimizer))
 
     def _set_updater(self, updater: Any) -> None:
         self._updater = updater
+
+    @property
+    def optimizer(self) -> Optimizer | None:
+        """The optimizer applied on the store (None before ``set_optimizer``).
+
+        Loading states with their configuration rebuilds it, so read it again after
+        ``load_optimizer_states`` or ``set_optimizer_states``.
+
+        Example:
+            >>> import portable as pt
+            >>> kv = pt.kv.create("local"); kv.set_optimizer(pt.optim.create("sgd"))
+            >>> type(kv.optimizer).__name__
+            'SGD'
+        """
+        return getattr(self._updater, "optimizer", None)
+
+    def get_optimizer_states(self, dump_optimizer: bool = False) -> bytes:
+        """The optimizer states of this process's updater, as the bytes
+        ``save_optimizer_states`` writes in a single process (a ``dist_async`` store with
+        parameter servers keeps the states that count on the servers: its
+        ``save_optimizer_states`` collects those).
+
+        Args:
+            dump_optimizer: include the optimizer's configuration.
+
+        Returns:
+            A safetensors tensor file, for ``set_optimizer_states``.
+        """
+        self._require_updater("get_optimizer_states")
+        return self._updater.get_states(dump_optimizer)
+
+    def set_optimizer_states(self, data: bytes, source: str = "<optimizer states>",
+                             restore_optimizer: bool = True) -> None:
+        """Load optimizer states from ``get_optimizer_states`` bytes into this process's
+        updater.
+
+        Args:
+            data: the bytes.
+            source: names the data in errors.
+            restore_optimizer: rebuild the optimizer from a saved configuration (then
+                ``optimizer`` is a new object); False keeps the optimizer and restores only
+                the states and update counters.
+        """
+        self._require_updater("set_optimizer_states")
+        self._updater.set_states(data, source, restore_optimizer)
 
     def save_optimizer_states(self, fname: str, dump_optimizer: bool = False) -> None:
         """Write the store's optimizer states (safetensors + JSON, atomically)."""
@@ -192,7 +240,6 @@ class KVStore:
         """Read optimizer states written by ``save_optimizer_states``."""
         self._require_updater("load_optimizer_states")
         self._updater.load(fname)
-        self._optimizer = self._updater.optimizer
 
     # -- pipeline stages (hooks) -------------------------------------------------------------
     def _reduce(self, key: Any, values: Sequence[Any]) -> Any:

@@ -18,8 +18,8 @@ keeps one round at a time.
 Stages of one round:
 
 1. **negotiate**: one tiny ``Allreduce(MIN)`` of every rank's vector
-   (:mod:`portable.kvstore.negotiation`): which (key, kind) slots are ready, with what
-   priority, and which keys lie back to back in one buffer on every rank;
+   (:mod:`portable.kvstore.negotiation`): which (key, kind) slots (:mod:`portable.kvstore.slots`)
+   are ready, with what priority, and which keys lie back to back in one buffer on every rank;
 2. **plan**: the agreed slots, sorted by (priority, slot), are fused into buckets and large
    tensors sliced (:mod:`portable.kvstore.fusion`), runs of touching keys in place;
 3. **reduce** each bucket with the reducer (flat ``Allreduce``, two-level, or compressed), then
@@ -50,14 +50,14 @@ import numpy as np
 
 from portable.engine import INLINE, get_engine
 from portable.errors import PortableError
-from portable.kvstore.comm import import_mpi
+from portable.kvstore.comm import Wait, import_mpi
 from portable.kvstore.fusion import DEFAULT_BUCKET_MB, DEFAULT_FUSE_KB
-from portable.kvstore.negotiation import ALLREDUCE, BROADCAST, read, vector_of
+from portable.kvstore.negotiation import read, vector_of
 from portable.kvstore.requests import Countdown, Request, completing, finish, span_of
 from portable.kvstore.runs import RunReducer
+from portable.kvstore.slots import ALLREDUCE, BROADCAST, KIND_NAMES, KeyEntry, Slot
 from portable.kvstore.speculation import Guess
 
-KIND_NAMES = ("allreduce", "broadcast")
 # Every queue of the process. A worker blocks in a round only while no other queue has a
 # request pending: a request of another queue, made ready later by an op queued behind the
 # blocked worker, could be what a peer rank waits for before it joins this round.
@@ -90,9 +90,9 @@ class CollectiveQueue:
         self.cycle_s = float(cycle_ms) / 1000.0
         self._watchdog = watchdog
         self._cond = threading.Condition()
-        self._keys: list[tuple[Any, tuple, int, np.dtype]] = []  # index -> key, shape, size, dtype
+        self._keys: list[KeyEntry] = []  # by registered index
         self._index: dict[Any, int] = {}
-        self._pending: dict[int, deque[Request]] = {}
+        self._pending: dict[Slot, deque[Request]] = {}
         self._ready = 0             # pending requests whose data is ready
         self._real = 0              # pending requests (ready or not)
         self._agreed_keys = 0       # keys every rank registered (from the last round)
@@ -124,7 +124,8 @@ class CollectiveQueue:
                 return self._index[key]
             self._index[key] = len(self._keys)
             shape = tuple(int(s) for s in shape)
-            self._keys.append((key, shape, int(np.prod(shape, dtype=np.int64)), np.dtype(dtype)))
+            self._keys.append(KeyEntry(key, shape, int(np.prod(shape, dtype=np.int64)),
+                                       np.dtype(dtype)))
             return self._index[key]
 
     # -- requests (called by the program's thread) -----------------------------------------
@@ -162,11 +163,12 @@ class CollectiveQueue:
         index = self._index.get(key)
         if index is None:
             raise PortableError(f"kvstore {self.name}: key {key!r} was not initialised")
-        _, shape, _, dtype = self._keys[index]
-        if tuple(array.shape) != shape or array.dtype != dtype:
+        entry = self._keys[index]
+        if tuple(array.shape) != entry.shape or array.dtype != entry.dtype:
             raise PortableError(f"kvstore {self.name}: key {key!r} was initialised as "
-                                f"{dtype}{list(shape)}, got {array.dtype}{list(array.shape)}")
-        return Request(2 * index + kind, key, priority)
+                                f"{entry.dtype}{list(entry.shape)}, got "
+                                f"{array.dtype}{list(array.shape)}")
+        return Request(Slot(index, kind), key, priority)
 
     def _push_op(self, kind: int, requests: list[Request], arrays: list, priority: int) -> None:
         """One asynchronous engine op that writes the arrays: later readers are ordered after
@@ -265,11 +267,12 @@ class CollectiveQueue:
             self._watchdog.sources.remove(self)
 
     # -- watchdog source -----------------------------------------------------------------
-    def oldest_wait(self) -> tuple[str, Any, float] | None:
+    def oldest_wait(self) -> Wait | None:
+        """The request pushed longest ago that has not completed (a watchdog source)."""
         with self._cond:
             if self._joined:
-                return (f"{self.name} join (the other ranks have not all joined)", None,
-                        self._last_round)
+                return Wait(f"{self.name} join (the other ranks have not all joined)", None,
+                            self._last_round)
             oldest = None
             for queue in self._pending.values():
                 head = queue[0] if queue else None
@@ -278,14 +281,15 @@ class CollectiveQueue:
                     oldest = head
         if oldest is None:
             return None
-        return (f"{self.name} {KIND_NAMES[oldest.slot % 2]} (every rank must push it)",
-                oldest.key, oldest.ready_at)
+        return Wait(f"{self.name} {oldest.slot.kind_name} (every rank must push it)",
+                    oldest.key, oldest.ready_at)
 
     def status(self) -> dict:
+        """This queue's pending requests (a watchdog source: sent to other ranks as JSON)."""
         now = time.monotonic()
         with self._cond:
             pending = [{"key": r.key if isinstance(r.key, (int, str)) else str(r.key),
-                        "kind": KIND_NAMES[r.slot % 2], "ready": r.ready_at is not None,
+                        "kind": r.slot.kind_name, "ready": r.ready_at is not None,
                         "seconds": None if r.ready_at is None else round(now - r.ready_at, 2)}
                        for q in self._pending.values() for r in q]
             return {"store": self.name, "joined": self._joined, "pending": pending}
@@ -382,17 +386,17 @@ class CollectiveQueue:
             self._finish_join()
             return
         agreed, touching = agreement.agreed, agreement.touching
-        self._guess.observe(tuple(sorted(s for _, s in agreed)), self._keys,
+        self._guess.observe(tuple(sorted(agreed)), self._keys,
                             self.reducer.compressor is not None)
         if not agreed:
             return
         started = time.perf_counter()
         with self._cond:
-            heads = {s: self._pending[s][0] for _, s in agreed
+            heads = {s: self._pending[s][0] for s in agreed
                      if self._pending.get(s) and self._pending[s][0].ready_at is not None}
-        run: list[int] = []
-        for _, slot in agreed:
-            if slot % 2 == ALLREDUCE:
+        run: list[Slot] = []
+        for slot in agreed:
+            if slot.kind == ALLREDUCE:
                 run.append(slot)
                 continue
             self._runs.reduce(run, heads, touching)
@@ -401,9 +405,10 @@ class CollectiveQueue:
         self._runs.reduce(run, heads, touching)
         self.stats["busy_s"] += time.perf_counter() - started
 
-    def _broadcast(self, slot: int, head: Request | None) -> None:
-        _, _, numel, dtype = self._keys[slot // 2]
-        buffer = head.host if head is not None else self._runs.scratch.get(dtype, numel)
+    def _broadcast(self, slot: Slot, head: Request | None) -> None:
+        entry = self._keys[slot.index]
+        buffer = head.host if head is not None else self._runs.scratch.get(entry.dtype,
+                                                                           entry.numel)
         self.reducer.broadcast(buffer, 0)
         self._complete([head] if head is not None else [])
 

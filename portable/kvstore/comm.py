@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -221,11 +221,19 @@ def _install_abort_on_uncaught_exception(comm: Communicator) -> None:
     sys.excepthook = hook
 
 
+class Wait(NamedTuple):
+    """A blocking wait of this rank, as the watchdog checks and reports it."""
+
+    what: str     # the operation (shown to the user)
+    key: Any      # the key it waits for, or None
+    since: float  # time.monotonic() when this rank became ready to go on
+
+
 class Watchdog:
     """Answers other ranks' status queries and aborts the job when a wait outlives the timeout.
 
     Stores register waits with :meth:`waiting` (a context manager) or a *source*: an object with
-    ``oldest_wait() -> (what, key, since) | None`` and ``status() -> dict`` that the watchdog
+    ``oldest_wait() -> Wait | None`` and ``status() -> dict`` that the watchdog
     polls (the collective queue reports its oldest request that other ranks have not pushed).
     """
 
@@ -234,7 +242,7 @@ class Watchdog:
     def __init__(self, comm: Communicator) -> None:
         self._comm = comm
         self._lock = threading.Lock()
-        self._waits: dict[int, tuple[str, Any, float]] = {}
+        self._waits: dict[int, Wait] = {}
         self._tokens = itertools.count()
         self.sources: list[Any] = []
         self.exit_hooks: list[Callable[[], None]] = []
@@ -251,7 +259,7 @@ class Watchdog:
         """Register a wait for its duration (``what`` names the operation, ``key`` the key)."""
         token = next(self._tokens)
         with self._lock:
-            self._waits[token] = (what, key, time.monotonic() if since is None else since)
+            self._waits[token] = Wait(what, key, time.monotonic() if since is None else since)
         try:
             yield
         finally:
@@ -263,19 +271,20 @@ class Watchdog:
         self._last_call = (name, time.monotonic())
 
     def status(self) -> dict:
+        """What this rank is doing, as JSON for another rank's report."""
         now = time.monotonic()
         with self._lock:
-            waits = [{"what": w, "key": _jsonable(k), "seconds": round(now - s, 2)}
-                     for w, k, s in self._waits.values()]
-        for source in list(self.sources):
-            found = source.oldest_wait()
-            if found is not None:
-                waits.append({"what": found[0], "key": _jsonable(found[1]),
-                              "seconds": round(now - found[2], 2)})
-        last = self._last_call
-        return {"rank": self._comm.rank, "role": self._comm.role, "waits": waits,
+            waits = list(self._waits.values())
+        waits += [w for w in (s.oldest_wait() for s in list(self.sources)) if w is not None]
+        last_call = None
+        if self._last_call is not None:
+            name, at = self._last_call
+            last_call = [name, round(now - at, 2)]
+        return {"rank": self._comm.rank, "role": self._comm.role,
+                "waits": [{"what": w.what, "key": _jsonable(w.key),
+                           "seconds": round(now - w.since, 2)} for w in waits],
                 "stores": [s.status() for s in list(self.sources)],
-                "last_call": None if last is None else [last[0], round(now - last[1], 2)]}
+                "last_call": last_call}
 
     # -- the thread ------------------------------------------------------------------------
     def _run(self) -> None:
@@ -284,19 +293,20 @@ class Watchdog:
                 self._serve()
                 expired = self._expired()
                 if expired is not None:
-                    self._fail(*expired)
+                    self._fail(expired)
                     return
         except Exception as exc:  # noqa: BLE001 - the watchdog must never take the rank down
             sys.stderr.write(f"portable kvstore: watchdog of rank {self._comm.rank} stopped: "
                              f"{type(exc).__name__}: {exc}\n")
 
-    def _expired(self) -> tuple[str, Any, float] | None:
+    def _expired(self) -> Wait | None:
+        """The oldest wait past the timeout, if any."""
         now, limit = time.monotonic(), self._comm.timeout
         with self._lock:
             candidates = list(self._waits.values())
-        candidates += [w for w in (s.oldest_wait() for s in list(self.sources)) if w]
-        late = [w for w in candidates if now - w[2] > limit]
-        return min(late, key=lambda w: w[2]) if late else None
+        candidates += [w for w in (s.oldest_wait() for s in list(self.sources)) if w is not None]
+        late = [w for w in candidates if now - w.since > limit]
+        return min(late, key=lambda w: w.since) if late else None
 
     def _serve(self) -> None:
         """Answer pending status queries; note ranks that said they finished."""
@@ -311,8 +321,8 @@ class Watchdog:
             recv_bytes(world, source, TAG_FINISHED)
             self._finished[source] = time.monotonic()
 
-    def _fail(self, what: str, key: Any, since: float) -> None:
-        report = self.report(what, key, since)
+    def _fail(self, wait: Wait) -> None:
+        report = self.report(wait.what, wait.key, wait.since)
         sys.stderr.write(report + "\n")
         self._comm.abort(TIMEOUT_EXIT_CODE)
 

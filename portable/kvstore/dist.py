@@ -1,4 +1,5 @@
-"""The distributed stores' names (imported by ``portable.kvstore``: no MPI at import time).
+"""The distributed stores' names, as data (``portable.kvstore`` adds them to its table; no MPI
+at import time).
 
 Each entry is imported on first ``create``; mpi4py is imported only then.
 
@@ -8,13 +9,10 @@ Each entry is imported on first ``create``; mpi4py is imported only then.
   allreduce groups of workers (the MXNET-MPI hybrid).
 
 Example:
-    >>> from portable.kvstore import kvstores
-    >>> kvstores["dist_sync"]
+    >>> STORES["dist_sync"]
     'portable.kvstore.dist_sync:DistSyncKVStore'
 """
 from __future__ import annotations
-
-from portable.kvstore import register
 
 _SYNC = "portable.kvstore.dist_sync:DistSyncKVStore"
 _HIER = "portable.kvstore.hierarchical:HierarchicalKVStore"
@@ -25,6 +23,3 @@ STORES = {
     "dist_sync_hierarchical": _HIER, "dist_hier": _HIER,
     "dist_async": _ASYNC, "dist_device_async": _ASYNC,
 }
-
-for _name, _target in STORES.items():
-    register(_name, _target)

@@ -141,7 +141,7 @@ class DistAsyncKVStore(WorkerCollectives, KVStore):
         if self._comm.num_servers == 0:
             self._apply(key, merged)  # pure allreduce: every member applies the same update
         elif self._ps is not None:
-            optimizer = self._optimizer
+            optimizer = self.optimizer
             extra = {"rescale_grad": optimizer.rescale_grad,
                      "lr_mult": optimizer._multiplier(key, optimizer.lr_mult, "lr_mult"),
                      "wd_mult": optimizer._multiplier(key, optimizer.wd_mult, "wd_mult")}

@@ -172,8 +172,7 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
         data = self.broadcast_bytes(data)  # empty on every rank when rank 0 failed
         if not data:
             raise SerializationError(error)
-        self._updater.set_states(data, str(fname))
-        self._optimizer = self._updater.optimizer
+        self.set_optimizer_states(data, str(fname))
 
     def close(self) -> None:
         """Finish pending communication and stop the store's thread (also run at exit)."""

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from portable.kvstore.reducers import FlatReducer
 from portable.kvstore.comm import env_int, import_mpi
 from portable.kvstore.dist_sync import DistSyncKVStore
+from portable.kvstore.reducers import FlatReducer, Piece
 
 
 class TwoLevelReducer:
@@ -57,7 +57,7 @@ class TwoLevelReducer:
         if self.cross is not None:
             self.cross.compressor = value
 
-    def allreduce(self, buffer: np.ndarray, pieces: list) -> None:
+    def allreduce(self, buffer: np.ndarray, pieces: list[Piece]) -> None:
         MPI = self.MPI
         if self.is_leader:
             self.node.Reduce(MPI.IN_PLACE, buffer, op=MPI.SUM, root=0)

@@ -16,7 +16,7 @@ initialised waits for the ``init``; the loop ends when every worker sent ``stop`
 
 Example:
     >>> placement("w", 10, [3, 4])
-    [(4, 0, 10)]
+    [Part(server=4, start=0, stop=10)]
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import json
 import sys
 import time
 import zlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,15 +35,23 @@ from portable.kvstore.comm import (TAG_PS_DATA, TAG_PS_HEADER, TAG_PS_REPLY, env
 PS_DEVICE = "kvstore:ps"
 
 
-def placement(key: Any, numel: int, servers: list[int],
-              big: int | None = None) -> list[tuple[int, int, int]]:
-    """Where the parts of a key live: ``[(server rank, start, stop), ...]``."""
+class Part(NamedTuple):
+    """Elements ``[start, stop)`` of a key's flat array, held by server rank ``server`` (a
+    server names the part by its key and ``start``)."""
+
+    server: int
+    start: int
+    stop: int
+
+
+def placement(key: Any, numel: int, servers: list[int], big: int | None = None) -> list[Part]:
+    """Where the parts of a key live, in element order."""
     big = env_int("PORTABLE_KV_BIGARRAY", 1_000_000, 1) if big is None else big
     if numel >= big and len(servers) > 1:
         bounds = np.linspace(0, numel, len(servers) + 1).astype(np.int64)
-        return [(s, int(a), int(b)) for s, a, b in zip(servers, bounds[:-1], bounds[1:])]
+        return [Part(s, int(a), int(b)) for s, a, b in zip(servers, bounds[:-1], bounds[1:])]
     home = servers[zlib.crc32(json.dumps(key).encode()) % len(servers)]
-    return [(home, 0, int(numel))]
+    return [Part(home, 0, int(numel))]
 
 
 class PSClient:
@@ -58,7 +66,7 @@ class PSClient:
         self._comm = comm
         self._world = comm.world
         self._name = name
-        self._parts: dict[Any, list[tuple[int, int, int]]] = {}
+        self._parts: dict[Any, list[Part]] = {}
 
     def register(self, key: Any, numel: int) -> None:
         self._parts[key] = placement(key, numel, self._comm.server_ranks)

@@ -10,11 +10,22 @@ Example (under mpiexec):
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from portable.kvstore.comm import import_mpi
+
+
+class Piece(NamedTuple):
+    """One tensor's elements in a bucket, as a compressor needs them: its error-feedback
+    residual is kept per tensor, so it must know which tensor and which elements."""
+
+    residual_key: Any  # the tensor's residual; None: a rank standing in with zeros keeps none
+    total: int         # elements of the whole tensor (the residual's size)
+    start: int         # first element of the tensor in the bucket
+    offset: int        # where those elements lie in the bucket
+    size: int          # how many there are
 
 
 class FlatReducer:
@@ -26,13 +37,12 @@ class FlatReducer:
         self.compressor = compressor
         self.MPI = import_mpi()
 
-    def allreduce(self, buffer: np.ndarray, pieces: list) -> None:
+    def allreduce(self, buffer: np.ndarray, pieces: list[Piece]) -> None:
         """Sum ``buffer`` over the ranks, in place.
 
         Args:
             buffer: the packed (or in-place) data of one bucket.
-            pieces: per piece ``(residual_key or None, tensor numel, start, offset, size)``;
-                only a compressor needs them (empty without one).
+            pieces: the bucket's pieces; only a compressor needs them (empty without one).
         """
         if self.compressor is not None and buffer.dtype == np.float32:
             compressed_allreduce(self.comm, self.compressor, buffer, pieces)
@@ -43,20 +53,23 @@ class FlatReducer:
         self.comm.Bcast(buffer, root=root)
 
 
-def compressed_allreduce(comm: Any, compressor: Any, buffer: np.ndarray, pieces: list) -> None:
+def compressed_allreduce(comm: Any, compressor: Any, buffer: np.ndarray,
+                         pieces: list[Piece]) -> None:
     """Allgather every rank's compressed payload and sum the decoded values in rank order."""
-    sizes = [compressor.payload_nbytes(p[4]) for p in pieces]
+    sizes = [compressor.payload_nbytes(piece.size) for piece in pieces]
     total = sum(sizes)
     send = np.empty(total, np.uint8)
     at = 0
-    for (key, numel, start, offset, size), nbytes in zip(pieces, sizes):
-        compressor.encode(buffer[offset:offset + size], send[at:at + nbytes], key, numel, start)
+    for piece, nbytes in zip(pieces, sizes):
+        compressor.encode(buffer[piece.offset:piece.offset + piece.size], send[at:at + nbytes],
+                          piece.residual_key, piece.total, piece.start)
         at += nbytes
     gathered = np.empty(comm.Get_size() * total, np.uint8)
     comm.Allgather(send, gathered)
     buffer[:] = 0
     for rank in range(comm.Get_size()):
         at = rank * total
-        for (_, _, _, offset, size), nbytes in zip(pieces, sizes):
-            compressor.decode_add(gathered[at:at + nbytes], buffer[offset:offset + size])
+        for piece, nbytes in zip(pieces, sizes):
+            compressor.decode_add(gathered[at:at + nbytes],
+                                  buffer[piece.offset:piece.offset + piece.size])
             at += nbytes

@@ -14,15 +14,33 @@ Example:
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from portable.kvstore.slots import Slot
+
+
+class Span(NamedTuple):
+    """Where a request's host data lie in the buffer that owns their memory (byte addresses)."""
+
+    root: np.ndarray  # the owning buffer
+    start: int        # address of the first byte
+    stop: int         # address one past the last byte
+
 
 class Request:
+    """One key's allreduce or broadcast, from its push until its engine op completes.
+
+    Args:
+        slot: the key's slot for this kind of request.
+        key: the store's key (op names, status reports).
+        priority: the push's priority (higher goes first).
+    """
+
     __slots__ = ("slot", "key", "priority", "host", "ready_at", "error", "then", "span")
 
-    def __init__(self, slot: int, key: Any, priority: int) -> None:
+    def __init__(self, slot: Slot, key: Any, priority: int) -> None:
         self.slot = slot
         self.key = key
         self.priority = priority
@@ -30,7 +48,7 @@ class Request:
         self.ready_at: float | None = None
         self.error: BaseException | None = None
         self.then: Any = None  # completes the engine op (set when the data is ready)
-        self.span: tuple | None = None  # (owning buffer, first byte, end byte) of host data
+        self.span: Span | None = None  # None: the data have no host buffer of their own
 
 
 class Countdown:
@@ -49,7 +67,7 @@ class Countdown:
             self.then()
 
 
-def span_of(host: np.ndarray) -> tuple | None:
+def span_of(host: np.ndarray) -> Span | None:
     """Where ``host`` lies in the buffer that owns its memory: requests of neighbouring keys
     whose spans touch can be reduced as one range, with no packing copy."""
     root = host
@@ -58,14 +76,13 @@ def span_of(host: np.ndarray) -> tuple | None:
     if not root.flags.c_contiguous:
         return None
     start = host.__array_interface__["data"][0]
-    return root, start, start + host.nbytes
+    return Span(root, start, start + host.nbytes)
 
 
-def joined_view(first: np.ndarray, span: tuple, numel: int) -> np.ndarray:
+def joined_view(first: np.ndarray, span: Span, numel: int) -> np.ndarray:
     """``numel`` elements of ``first``'s owning buffer, from ``first`` on."""
-    root, start, _ = span
-    offset = start - root.__array_interface__["data"][0]
-    return root.reshape(-1).view(np.uint8)[offset:offset + numel * first.itemsize].view(
+    offset = span.start - span.root.__array_interface__["data"][0]
+    return span.root.reshape(-1).view(np.uint8)[offset:offset + numel * first.itemsize].view(
         first.dtype)
 
 

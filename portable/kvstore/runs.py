@@ -5,7 +5,7 @@ complete each request as soon as its last bucket is done.
 
 Example (inside the queue's round):
     >>> runs = RunReducer(keys, reducer, 2 << 20, 128 << 10, complete, stats)  # doctest: +SKIP
-    >>> runs.reduce([0, 2, 4], heads, touching)                                # doctest: +SKIP
+    >>> runs.reduce([Slot(0, ALLREDUCE), Slot(1, ALLREDUCE)], heads, touching)  # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -14,15 +14,17 @@ from typing import Any, Callable
 import numpy as np
 
 from portable.kvstore.fusion import FusionBuffers, plan_buckets
-from portable.kvstore.negotiation import pieces
+from portable.kvstore.negotiation import slot_ranges
+from portable.kvstore.reducers import Piece
 from portable.kvstore.requests import Request, joined_view
+from portable.kvstore.slots import KeyEntry, Slot, SlotRange
 
 
 class RunReducer:
     """Plans and reduces runs of agreed allreduce slots for one queue.
 
     Args:
-        keys: the queue's registered keys (index -> key, shape, numel, dtype); shared.
+        keys: the queue's registered keys, by index; shared with the queue (it appends).
         reducer: sums a bucket (``FlatReducer``, two-level, or compressed).
         bucket_bytes: fusion bucket size (0: one call per tensor, no slicing).
         fuse_bytes: the largest tensor packed with others.
@@ -30,8 +32,9 @@ class RunReducer:
         stats: the queue's counters (``buckets``, ``bytes``).
     """
 
-    def __init__(self, keys: list, reducer: Any, bucket_bytes: float, fuse_bytes: float,
-                 complete: Callable[[list[Request]], None], stats: dict) -> None:
+    def __init__(self, keys: list[KeyEntry], reducer: Any, bucket_bytes: float,
+                 fuse_bytes: float, complete: Callable[[list[Request]], None],
+                 stats: dict) -> None:
         self._keys = keys
         self.reducer = reducer
         self.bucket_bytes = bucket_bytes
@@ -40,37 +43,38 @@ class RunReducer:
         self._stats = stats
         self._buffers = FusionBuffers()
         self.scratch = FusionBuffers()  # zeros a rank stands in with
-        self._plans: dict[tuple, list] = {}
+        self._plans: dict[tuple[SlotRange, ...], list] = {}
 
-    def plan(self, run: tuple) -> list:
-        """The buckets of a run of agreed pieces: slots, or tuples of slots whose data lie
-        back to back on every rank (cached: training agrees on the same runs at every step)."""
-        plan = self._plans.get(run)
+    def plan(self, ranges: tuple[SlotRange, ...]) -> list:
+        """The buckets of a run of agreed slot ranges (cached: training agrees on the same
+        runs at every step). A bucket's segments and ``finishes`` name each range by its place
+        in ``ranges``."""
+        plan = self._plans.get(ranges)
         if plan is None:
-            items = [(p, self._numel(p), self._keys[(p[0] if isinstance(p, tuple) else p) // 2][3])
-                     for p in run]
+            items = [(place, self._numel(slot_range), self._keys[slot_range.first.index].dtype)
+                     for place, slot_range in enumerate(ranges)]
             plan = plan_buckets(items, self.bucket_bytes, self.fuse_bytes)
             if len(self._plans) >= 256:
                 self._plans.clear()
-            self._plans[run] = plan
+            self._plans[ranges] = plan
         return plan
 
-    def _numel(self, piece: Any) -> int:
-        if isinstance(piece, tuple):
-            return sum(self._keys[s // 2][2] for s in piece)
-        return self._keys[piece // 2][2]
+    def _numel(self, slot_range: SlotRange) -> int:
+        if slot_range.length == 1:
+            return self._keys[slot_range.first.index].numel
+        return sum(self._keys[index].numel for index in slot_range.indices)
 
-    def _host(self, piece: Any, heads: dict) -> np.ndarray | None:
-        """This rank's data of a piece (None: it stands in with zeros)."""
-        if not isinstance(piece, tuple):
-            head = heads.get(piece)
-            return None if head is None else head.host
-        first = heads.get(piece[0])
+    def _host(self, slot_range: SlotRange, heads: dict[Slot, Request]) -> np.ndarray | None:
+        """This rank's data of a slot range (None: it stands in with zeros)."""
+        first = heads.get(slot_range.first)
         if first is None:
             return None
-        return joined_view(first.host, first.span, self._numel(piece))
+        if slot_range.length == 1:
+            return first.host
+        return joined_view(first.host, first.span, self._numel(slot_range))
 
-    def reduce(self, slots: list[int], heads: dict, touching: np.ndarray) -> None:
+    def reduce(self, slots: list[Slot], heads: dict[Slot, Request],
+               touching: np.ndarray) -> None:
         """Reduce the agreed allreduce ``slots`` (``heads``: this rank's request per slot;
         missing: it stands in with zeros), completing requests as their buckets finish."""
         if not slots:
@@ -78,20 +82,17 @@ class RunReducer:
         compressing = self.reducer.compressor is not None
         allreduce = self.reducer.allreduce
         joining = not compressing and self.bucket_bytes > 0  # (bucket 0: a call per tensor)
-        plan = self.plan(pieces(slots, touching) if joining else tuple(slots))
+        ranges = (slot_ranges(slots, touching) if joining
+                  else tuple(SlotRange(slot) for slot in slots))
+        plan = self.plan(ranges)
+        # this rank's data of each range, by its place in ``ranges``: a segment's ``slot``
+        hosts = [self._host(slot_range, heads) for slot_range in ranges]
         reduced: list[Request] = []
-        views: dict = {}
-
-        def host_of(piece: Any) -> np.ndarray | None:
-            if piece not in views:
-                views[piece] = self._host(piece, heads)
-            return views[piece]
-
         for bucket in plan:
             segments = bucket.segments
             if bucket.in_place:
                 seg = segments[0]
-                host = host_of(seg.slot)
+                host = hosts[seg.slot]
                 if host is not None:
                     buffer = host[seg.start:seg.stop]
                 else:
@@ -100,26 +101,22 @@ class RunReducer:
             else:
                 buffer = self._buffers.get(bucket.dtype, bucket.numel)
                 for seg in segments:
-                    host = host_of(seg.slot)
+                    host = hosts[seg.slot]
                     target = buffer[seg.offset:seg.offset + seg.stop - seg.start]
                     if host is not None:
                         target[:] = host[seg.start:seg.stop]
                     else:
                         target[:] = 0
-            # phantom pieces (None) keep no compression residual
-            residuals = [(seg.slot if seg.slot in heads else None, self._keys[seg.slot // 2][2],
-                          seg.start, seg.offset, seg.size)
-                         for seg in segments] if compressing else []
-            allreduce(buffer, residuals)
+            allreduce(buffer, self._pieces(segments, ranges, heads) if compressing else [])
             if not bucket.in_place:
                 for seg in segments:
-                    host = host_of(seg.slot)
+                    host = hosts[seg.slot]
                     if host is not None:
                         host[seg.start:seg.stop] = buffer[seg.offset:seg.offset + seg.stop
                                                           - seg.start]
             urgent = False
-            for piece in bucket.finishes:
-                for slot in piece if isinstance(piece, tuple) else (piece,):
+            for place in bucket.finishes:
+                for slot in ranges[place].slots:
                     head = heads.get(slot)
                     if head is not None:
                         reduced.append(head)
@@ -132,3 +129,14 @@ class RunReducer:
         self._done(reduced)
         self._stats["buckets"] += len(plan)
         self._stats["bytes"] += sum(bucket.nbytes for bucket in plan)
+
+    def _pieces(self, segments: list, ranges: tuple[SlotRange, ...],
+                heads: dict[Slot, Request]) -> list[Piece]:
+        """What a compressor needs of a bucket's segments (compressing never joins keys into
+        ranges: each range is one slot, whose residual it keeps; a phantom keeps none)."""
+        pieces = []
+        for seg in segments:
+            slot = ranges[seg.slot].first
+            pieces.append(Piece(slot if slot in heads else None, self._numel(ranges[seg.slot]),
+                                seg.start, seg.offset, seg.size))
+        return pieces

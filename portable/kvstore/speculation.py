@@ -20,20 +20,24 @@ of allreduces only, of one dtype that counts exactly, and uncompressed. Every co
 function of agreed results, so every rank arms, keeps and drops the guess in step.
 
 Example:
-    >>> keys = [("w", (2,), 2, np.dtype("float32")), ("b", (1,), 1, np.dtype("float32"))]
+    >>> f32 = np.dtype("float32")
+    >>> keys = [KeyEntry("w", (2,), 2, f32), KeyEntry("b", (1,), 1, f32)]
+    >>> agreed = (Slot(0, ALLREDUCE), Slot(1, ALLREDUCE))
     >>> guess = Guess(limit_bytes=1 << 20)
-    >>> guess.observe((0, 2), keys, compressing=False); guess.slots is None  # seen once
+    >>> guess.observe(agreed, keys, compressing=False); guess.slots is None  # seen once
     True
-    >>> guess.observe((0, 2), keys, compressing=False); guess.slots          # seen twice
-    (0, 2)
+    >>> guess.observe(agreed, keys, compressing=False); guess.slots == agreed  # seen twice
+    True
 """
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
 from portable.kvstore.fusion import FusionBuffers
-from portable.kvstore.negotiation import ALLREDUCE
 from portable.kvstore.requests import Request
+from portable.kvstore.slots import ALLREDUCE, KeyEntry, Slot
 
 SPECULATE_MAX_BYTES = 1 << 20
 
@@ -47,11 +51,11 @@ class Guess:
 
     def __init__(self, limit_bytes: float) -> None:
         self.limit_bytes = min(float(limit_bytes), SPECULATE_MAX_BYTES)
-        self.slots: tuple[int, ...] | None = None  # armed guess
-        self._last: tuple[int, ...] | None = None  # the previous negotiated agreement
+        self.slots: tuple[Slot, ...] | None = None  # armed guess
+        self._last: tuple[Slot, ...] | None = None  # the previous negotiated agreement
         self._buffers = FusionBuffers()
 
-    def observe(self, slots: tuple[int, ...], keys: list, compressing: bool) -> None:
+    def observe(self, slots: tuple[Slot, ...], keys: list[KeyEntry], compressing: bool) -> None:
         """Record the slots a negotiated round agreed on (sorted); arm a guess when they
         repeat the previous agreement and qualify."""
         repeated = slots == self._last
@@ -63,19 +67,19 @@ class Guess:
         self.slots = None
         self._last = None
 
-    def _fits(self, slots: tuple[int, ...], keys: list) -> bool:
-        if not slots or any(slot % 2 != ALLREDUCE for slot in slots):
+    def _fits(self, slots: tuple[Slot, ...], keys: list[KeyEntry]) -> bool:
+        if not slots or any(slot.kind != ALLREDUCE for slot in slots):
             return False
-        dtypes = {keys[slot // 2][3] for slot in slots}
+        dtypes = {keys[slot.index].dtype for slot in slots}
         if len(dtypes) != 1:
             return False
         dtype = dtypes.pop()
         if dtype.kind != "f" and not (dtype.kind == "i" and dtype.itemsize >= 4):
             return False  # (the verdict is counted in the data's dtype)
-        return sum(keys[slot // 2][2] for slot in slots) * dtype.itemsize <= self.limit_bytes
+        return sum(keys[slot.index].numel for slot in slots) * dtype.itemsize <= self.limit_bytes
 
     # -- one speculative round -------------------------------------------------------------
-    def heads(self, pending: dict, joined: bool) -> list[Request | None] | None:
+    def heads(self, pending: dict[Slot, Any], joined: bool) -> list[Request | None] | None:
         """This rank's request per guessed slot (None: it stands in with zeros), or None when
         it cannot take part (a guessed key is not ready here). Called with the queue's lock."""
         heads: list[Request | None] = []
@@ -90,11 +94,11 @@ class Guess:
                 return None
         return heads
 
-    def pack(self, heads: list[Request | None] | None, keys: list) -> np.ndarray:
+    def pack(self, heads: list[Request | None] | None, keys: list[KeyEntry]) -> np.ndarray:
         """The buffer this rank sends: the guessed keys' data, then the two verdict numbers."""
         slots = self.slots or ()
-        dtype = keys[slots[0] // 2][3]
-        sizes = [keys[slot // 2][2] for slot in slots]
+        dtype = keys[slots[0].index].dtype
+        sizes = [keys[slot.index].numel for slot in slots]
         buffer = self._buffers.get(dtype, sum(sizes) + 2)
         if heads is None:
             buffer[-2:] = 0  # (the data are dropped by every rank)
@@ -112,11 +116,12 @@ class Guess:
         """The verdict of the summed buffer (the same on every rank)."""
         return int(buffer[-2]) == ranks and int(buffer[-1]) > 0
 
-    def unpack(self, buffer: np.ndarray, heads: list[Request | None], keys: list) -> None:
+    def unpack(self, buffer: np.ndarray, heads: list[Request | None],
+               keys: list[KeyEntry]) -> None:
         """Copy the sums back into this rank's requests."""
         at = 0
         for slot, head in zip(self.slots or (), heads):
-            size = keys[slot // 2][2]
+            size = keys[slot.index].numel
             if head is not None:
                 head.host[:] = buffer[at:at + size]
             at += size
