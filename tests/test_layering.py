@@ -26,8 +26,6 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
                "backends/opencl/gemm.py", "backends/opencl/kernels/movement.py",
                "backends/opencl/kernels/table.py", "backends/opencl/optable.py",
                "backends/opencl/reduction.py"}),
-    # the store registry lives in the package face that imports the stores
-    frozenset({"portable/kvstore/__init__.py", "portable/kvstore/dist.py"}),
 ]
 
 
@@ -125,6 +123,16 @@ def test_the_core_never_imports_the_edges():
                        if source.startswith("portable/") and not source.startswith("portable/cli/")
                        for target in targets if target.startswith(tuple(f"{e}/" for e in EDGES)))
     assert not offending, "the core names an edge:\n" + "\n".join(offending)
+
+
+def test_the_ir_is_the_bottom_of_the_core():
+    """The IR is what every pass, front end and backend speaks: it needs only itself and the
+    exception classes, never type inference (passes) or the op table."""
+    allowed = ("portable/ir/", "portable/errors.py")
+    offending = sorted(f"{source} imports {target}" for source, targets in _import_graph().items()
+                       if source.startswith("portable/ir/")
+                       for target in targets if not target.startswith(allowed))
+    assert not offending, "the IR reaches up:\n" + "\n".join(offending)
 
 
 def test_backends_never_import_each_other():

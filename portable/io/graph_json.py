@@ -10,7 +10,7 @@ stores their arrays elsewhere (a deployment file's safetensors tensors) and pass
 
 Unknown dims are null. Attribute values go through ``portable.io.json_values`` (tensors as
 ``{"__tensor__": ...}``). Decoding checks every field it reads and the graph's structure
-(``portable.ir.verify`` without types); a malformed document raises SerializationError naming
+(``portable.ir.verify``: structure only); a malformed document raises SerializationError naming
 the source and the node or field at fault, an unknown op the registry's UnknownOpError.
 
 Example:
@@ -26,7 +26,7 @@ import numpy as np
 from portable.errors import GraphError, OpError, SerializationError, UnknownOpError
 from portable.io.json_values import decode_value, encode_value
 from portable.ir.graph import Graph, Node, TensorType
-from portable.ir.verify import verify
+from portable.ir.verify import verify_structure
 
 FORMAT = "portable.graph"
 VERSION = 1
@@ -123,7 +123,7 @@ def graph_from_dict(doc: Any, initializers: Mapping[str, np.ndarray],
                   for i, record in enumerate(reader.items(doc, "nodes")))
     graph = Graph(nodes=nodes, inputs=inputs, outputs=outputs, initializers=arrays, name=name)
     try:
-        verify(graph, check_types=False)
+        verify_structure(graph)
     except GraphError as exc:
         raise SerializationError(f"{source}: {exc}") from exc
     return graph

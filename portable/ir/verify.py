@@ -1,16 +1,18 @@
-"""Graph verification: every input defined before use, one producer per value, outputs
-computed, and every node's types consistent with its op's rule."""
+"""Structural graph verification: every input defined before use, one producer per value,
+outputs computed. Types are checked one layer up, by ``portable.passes.verify``, which runs the
+ops' type rules."""
 from __future__ import annotations
 
 from portable.errors import GraphError
 from portable.ir.graph import Graph
 
 
-def verify(graph: Graph, check_types: bool = True) -> None:
-    """Raise GraphError (structure) or ShapeError (types) when ``graph`` is malformed.
+def verify_structure(graph: Graph) -> None:
+    """Raise GraphError when ``graph`` reads an undefined value, defines one twice, or leaves
+    an output undefined.
 
     Example:
-        >>> verify(graph)  # doctest: +SKIP
+        >>> verify_structure(graph)  # doctest: +SKIP
     """
     defined = set(graph.input_names) | set(graph.initializers)
     later = {out: i for i, node in enumerate(graph.nodes) for out in node.outputs if out}
@@ -33,7 +35,3 @@ def verify(graph: Graph, check_types: bool = True) -> None:
     for name in graph.outputs:
         if name not in defined:
             raise GraphError(f"graph {graph.name!r}: output {name!r} is never defined")
-    if check_types:
-        from portable.passes.infer import infer_types
-
-        infer_types(graph)

@@ -17,13 +17,13 @@ from typing import Callable, Iterable, Mapping
 
 from portable.errors import GraphError, PortableError
 from portable.ir.graph import Graph, TensorType
-from portable.ir.verify import verify
 from portable.passes import inference_rewrites as rules
 from portable.passes.cse import eliminate_common_subexpressions
 from portable.passes.fold_constants import fold_constants
 from portable.passes.fuse_elementwise import fuse_elementwise
 from portable.passes.prune import prune
 from portable.passes.rewriter import rewrite
+from portable.passes.verify import verify
 
 LEVELS = ("none", "basic", "all")
 

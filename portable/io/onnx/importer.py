@@ -29,7 +29,7 @@ from portable.io.onnx import folding, reading, versions, wire
 from portable.io.onnx.steps import RewriteContext
 from portable.ir.builder import toposort
 from portable.ir.graph import PRIVATE_DOMAIN, Graph, Node, TensorType
-from portable.ir.verify import verify
+from portable.ir.verify import verify_structure
 from portable.ops import registry
 from portable.ops.movement import constant_value
 from portable.passes.infer import TypeInfo, infer_node
@@ -142,7 +142,7 @@ def _import(graph: wire.Graph, opset: int, source: str,
     constants = {**initializers, **ctx.constants}
     result = Graph(nodes=tuple(nodes), inputs=tuple(inputs), outputs=tuple(outputs),
                    initializers=constants, name=graph.name or "onnx")
-    verify(result, check_types=False)
+    verify_structure(result)
     params: dict[str, np.ndarray] = {}
     if params_as_inputs:
         result, params = _split_params(result, initializers)
