@@ -7,8 +7,8 @@ made for the job) on the same arrays, in the same run. Prints one JSON object.
 Writers measured, each to a fresh file in a temporary folder:
 
 * ``deployment``: ``portable.predict.deployment.save`` (the ``.portable`` file);
-* ``checkpoint``: ``portable.checkpoint.save_tensors`` (safetensors with a digest);
-* ``parameters``: ``portable.gluon.serialization.save_arrays`` (``Block.save_parameters``);
+* ``checkpoint``: ``portable.io.tensors.save_tensors`` (safetensors with a digest);
+* ``parameters``: ``portable.gluon.parameter_dict.save_parameter_file`` (``save_parameters``);
 * ``safetensors_save_file``: the peer.
 
 Each writer runs in a fresh process of its own, which builds the arrays, then writes them.
@@ -40,9 +40,9 @@ def measure(writer: str, path: str, mb: float, count: int) -> dict:
     sys.path.insert(0, REPO)
     from safetensors.numpy import save_file
 
-    from portable.checkpoint import save_tensors
-    from portable.gluon.serialization import save_arrays
     from portable.ir.builder import GraphBuilder
+    from portable.gluon.parameter_dict import save_parameter_file
+    from portable.io.tensors import save_tensors
     from portable.predict.deployment import save
 
     rng = np.random.default_rng(0)
@@ -55,7 +55,7 @@ def measure(writer: str, path: str, mb: float, count: int) -> dict:
     graph = builder.build([out])
     write = {"deployment": lambda: save(graph, path),
              "checkpoint": lambda: save_tensors(path, tensors, {"step": 1}),
-             "parameters": lambda: save_arrays(path, tensors),
+             "parameters": lambda: save_parameter_file(path, tensors),
              "safetensors_save_file": lambda: save_file(tensors, path)}[writer]
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     write()

@@ -96,7 +96,8 @@ def resume(kv: Any, manager: Any) -> Any:
     """
     import json
 
-    from portable.checkpoint import Checkpoint, tensors_from_bytes, tensors_to_bytes
+    from portable.checkpoint import Checkpoint
+    from portable.io.tensors import tensors_from_bytes, tensors_to_bytes
 
     if kv is None or kv.num_workers == 1:
         return manager.latest()

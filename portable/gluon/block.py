@@ -34,7 +34,8 @@ from typing import Any, Callable
 from portable import autograd
 from portable.errors import PortableError
 from portable.gluon.parameter import DeferredInitializationError, Parameter
-from portable.gluon.parameter_dict import ParameterDict, load_into
+from portable.gluon.parameter_dict import (ParameterDict, load_into, load_parameter_file,
+                                           save_parameter_file)
 from portable.gluon.utils import flatten
 from portable.io.exporters import get_exporter
 
@@ -264,15 +265,13 @@ class Block:
             filename: the target file (written atomically).
             deduplicate: save a parameter shared by several blocks once, under its first name.
         """
-        from portable.gluon.serialization import save_arrays
-
         arrays, seen = {}, set()
         for name, param in self._collect_params_with_prefix().items():
             if deduplicate and id(param) in seen:
                 continue
             seen.add(id(param))
             arrays[name] = param._reduce()
-        save_arrays(filename, arrays)
+        save_parameter_file(filename, arrays)
 
     def load_parameters(self, filename: str, device: Any = None, allow_missing: bool = False,
                         ignore_extra: bool = False, cast_dtype: bool = False,
@@ -280,10 +279,8 @@ class Block:
         """Load parameters saved by ``save_parameters`` (or prefixed names, see the module
         docstring). Missing, extra or mis-shaped parameters and unreadable files raise
         SerializationError naming the file."""
-        from portable.gluon.serialization import load_arrays
-
         device = device if device is not None else ctx
-        loaded = load_arrays(filename)
+        loaded = load_parameter_file(filename)
         params = self._collect_params_with_prefix()
         if loaded and not any("." in key for key in loaded):  # saved by ParameterDict.save
             self.collect_params().load(filename, device, allow_missing, ignore_extra,
@@ -448,8 +445,6 @@ class HybridBlock(Block):
         Returns:
             The two file names. ``SymbolBlock.imports`` loads them back.
         """
-        from portable.gluon.serialization import save_arrays
-
         symbol = self._export_symbol()
         symbol_file, params_file = f"{path}-symbol.json", f"{path}-{epoch:04d}.params"
         args, aux = set(symbol.list_arguments()), set(symbol.list_auxiliary_states())
@@ -460,7 +455,7 @@ class HybridBlock(Block):
             elif name in aux:
                 arrays[f"aux:{name}"] = param._reduce()
         symbol.save(symbol_file)
-        save_arrays(params_file, arrays)
+        save_parameter_file(params_file, arrays)
         return symbol_file, params_file
 
     def inference_graph(self, example_inputs: Any) -> tuple[Any, dict[str, Any]]:

@@ -18,6 +18,34 @@ from portable import initializer as _init
 from portable.device import Device
 from portable.errors import PortableError, SerializationError
 from portable.gluon.parameter import Constant, Parameter, create_initializer
+from portable.io.tensors import read_tensor_file, write_tensor_file
+
+# The header of a parameters file names its writer; loading accepts any safetensors file.
+PARAMETERS_METADATA = {"format": "portable.gluon.parameters"}
+
+
+def save_parameter_file(path: str, arrays: dict[str, np.ndarray]) -> None:
+    """Write parameter values as a safetensors file (atomically), as every Gluon saver does.
+
+    Args:
+        path: the target file.
+        arrays: name -> host array (a 0-d array is stored with shape (1,), as it always was).
+
+    Example:
+        >>> save_parameter_file("net.params", {"0.weight": np.ones((2, 3))})  # doctest: +SKIP
+    """
+    write_tensor_file(path, {name: np.ascontiguousarray(value) for name, value in arrays.items()},
+                      PARAMETERS_METADATA)
+
+
+def load_parameter_file(path: str) -> dict[str, np.ndarray]:
+    """Name -> writable array of any safetensors file (SerializationError naming it if bad).
+
+    Example:
+        >>> load_parameter_file("net.params")["0.weight"].shape            # doctest: +SKIP
+        (2, 3)
+    """
+    return read_tensor_file(path, writable=True, what="parameter file").tensors
 
 
 class ParameterDict:
@@ -160,26 +188,22 @@ class ParameterDict:
 
     def save(self, filename: str, strip_prefix: str = "") -> None:
         """Save every parameter under its name (minus ``strip_prefix``), as safetensors."""
-        from portable.gluon.serialization import save_arrays
-
         arrays = {}
         for param in self.values():
             if strip_prefix and not param.name.startswith(strip_prefix):
                 raise PortableError(f"prefix {strip_prefix!r} is to be stripped before saving, "
                                     f"but Parameter {param.name!r} does not start with it")
             arrays[param.name[len(strip_prefix):]] = param._reduce()
-        save_arrays(filename, arrays)
+        save_parameter_file(filename, arrays)
 
     def load(self, filename: str, device: Any = None, allow_missing: bool = False,
              ignore_extra: bool = False, restore_prefix: str = "", cast_dtype: bool = False,
              dtype_source: str = "current", ctx: Any = None) -> None:
         """Load parameters saved by :meth:`save` (or ``HybridBlock.export``: ``arg:``/``aux:``
         prefixes are dropped), adding ``restore_prefix`` to the saved names."""
-        from portable.gluon.serialization import load_arrays
-
         device = device if device is not None else ctx
         loaded = {restore_prefix + (k[4:] if k.startswith(("arg:", "aux:")) else k): v
-                  for k, v in load_arrays(filename).items()}
+                  for k, v in load_parameter_file(filename).items()}
         load_into(dict(self.items()), loaded, filename, device, allow_missing, ignore_extra,
                   cast_dtype, dtype_source)
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from portable.errors import PortableError
 from portable.io.atomic import read_bytes
+from portable.io.tensors import tensors_from_bytes
 
 
 def _param_list(params: Any) -> list:
@@ -254,8 +255,6 @@ class Trainer:
                 restores only the states and update counters.
         """
         if self._kvstore is None:
-            from portable.checkpoint import tensors_from_bytes
-
             tensors_from_bytes(data, source)  # refuse a damaged blob now, not later
             self._pending_states = (data, source, restore_optimizer)
             return

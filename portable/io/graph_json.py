@@ -9,9 +9,15 @@ stores their arrays elsewhere (a deployment file's safetensors tensors) and pass
                 "outputs": ["prob"], "attrs": {"transB": 1}}]}
 
 Unknown dims are null. Attribute values go through ``portable.io.json_values`` (tensors as
-``{"__tensor__": ...}``). Decoding checks every field it reads and the graph's structure
+``{"__tensor__": ...}``) and node records are read with ``portable.io.json_records``, as the
+symbol format's are. Decoding checks every field it reads and the graph's structure
 (``portable.ir.verify``: structure only); a malformed document raises SerializationError naming
 the source and the node or field at fault, an unknown op the registry's UnknownOpError.
+
+This is not the symbol format (``portable.symbol.serialize``) in other clothes: a symbol file
+is the front end's DAG (variables are nodes carrying user attributes and deferred shape rules,
+inputs are (node, output) positions, types are optional), this is the lowered, typed IR with
+named values, whose initializer arrays are stored beside it.
 
 Example:
     >>> doc = graph_to_dict(graph)                                    # doctest: +SKIP
@@ -19,14 +25,15 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, NoReturn
+from typing import Any, Mapping
 
 import numpy as np
 
 from portable.errors import GraphError, OpError, SerializationError, UnknownOpError
-from portable.io.json_values import decode_value, encode_value
+from portable.io.json_records import RecordReader, encode_attrs
 from portable.ir.graph import Graph, Node, TensorType
 from portable.ir.verify import verify_structure
+from portable.ops import registry
 
 FORMAT = "portable.graph"
 VERSION = 1
@@ -52,13 +59,8 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
     """
     nodes = []
     for node in graph.nodes:
-        attrs = {}
-        for key, value in node.attrs.items():
-            try:
-                attrs[key] = encode_value(value)
-            except SerializationError as exc:
-                raise SerializationError(f"graph {graph.name!r}: node {node.name!r} (op "
-                                         f"{node.op}): attribute {key!r}: {exc}") from exc
+        attrs = encode_attrs(node.attrs, f"graph {graph.name!r}: node {node.name!r} (op "
+                                         f"{node.op})")
         record = {"op": node.op, "name": node.name, "inputs": list(node.inputs),
                   "outputs": list(node.outputs)}
         if attrs:
@@ -97,21 +99,13 @@ def graph_from_dict(doc: Any, initializers: Mapping[str, np.ndarray],
     Example:
         >>> g = graph_from_dict(json.loads(text), weights, "model.portable")  # doctest: +SKIP
     """
-    if not isinstance(doc, dict):
-        raise SerializationError(f"{source}: the graph is a JSON {type(doc).__name__}, not an "
-                                 f"object")
-    if doc.get("format") != FORMAT:
-        raise SerializationError(f"{source}: not a portable graph (\"format\" is "
-                                 f"{doc.get('format')!r}, expected {FORMAT!r})")
-    if doc.get("version") != VERSION:
-        raise SerializationError(f"{source}: graph format version {doc.get('version')!r} is not "
-                                 f"supported (this portable reads version {VERSION})")
-    reader = _Reader(source)
+    reader = RecordReader(source)
+    reader.check_document(doc, FORMAT, VERSION, "graph")
     name = reader.string(doc, "name", "graph")
-    inputs = tuple(reader.typed(record, f"inputs[{i}]")
+    inputs = tuple(_typed(reader, record, f"inputs[{i}]")
                    for i, record in enumerate(reader.items(doc, "inputs")))
     outputs = tuple(reader.string_list(doc, "outputs", "graph"))
-    typed = [reader.typed(record, f"initializers[{i}]")
+    typed = [_typed(reader, record, f"initializers[{i}]")
              for i, record in enumerate(reader.items(doc, "initializers"))]
     for kind, names in (("input", [n for n, _ in inputs]), ("initializer", [n for n, _ in typed])):
         twice = sorted({n for n in names if names.count(n) > 1})
@@ -150,9 +144,7 @@ def _check_initializers(wanted: Mapping[str, TensorType], given: Mapping[str, np
     return arrays
 
 
-def _node(reader: "_Reader", record: Any, index: int) -> Node:
-    from portable.ops import registry
-
+def _node(reader: RecordReader, record: Any, index: int) -> Node:
     where = f"nodes[{index}]"
     name = reader.string(reader.object(record, where), "name", where)
     where = f"node {name!r}"
@@ -161,15 +153,9 @@ def _node(reader: "_Reader", record: Any, index: int) -> Node:
         declaration = registry.get(op)
     except UnknownOpError as exc:
         raise UnknownOpError(f"{reader.source}: {where}: {exc}") from exc
-    attrs = reader.object(record.get("attrs", {}), f"{where}: \"attrs\"")
-    decoded = {}
-    for key, value in attrs.items():
-        try:
-            decoded[key] = decode_value(value)
-        except SerializationError as exc:
-            reader.fail(f"{where} (op {op}): attribute {key!r}", str(exc))
+    attrs = reader.attrs(record, f"{where} (op {op})")
     node = Node(op, tuple(reader.string_list(record, "inputs", where)),
-                tuple(reader.string_list(record, "outputs", where)), decoded, name)
+                tuple(reader.string_list(record, "outputs", where)), attrs, name)
     try:
         declaration.resolve_attrs(node)  # unknown or missing attributes
         declaration.check_arity(node)
@@ -178,58 +164,10 @@ def _node(reader: "_Reader", record: Any, index: int) -> Node:
     return node
 
 
-class _Reader:
-    """Typed field access whose failures name the source and where in the document."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, where: str, message: str) -> NoReturn:
-        raise SerializationError(f"{self.source}: {where}: {message}")
-
-    def object(self, value: Any, where: str) -> dict:
-        if not isinstance(value, dict):
-            self.fail(where, f"expected a JSON object, got {type(value).__name__}")
-        return value
-
-    def field(self, record: dict, key: str, where: str) -> Any:
-        if key not in record:
-            self.fail(where, f"field \"{key}\" is missing")
-        return record[key]
-
-    def string(self, record: dict, key: str, where: str) -> str:
-        value = self.field(record, key, where)
-        if not isinstance(value, str):
-            self.fail(where, f"\"{key}\" must be a string, got {value!r:.40}")
-        return value
-
-    def items(self, record: dict, key: str) -> list:
-        value = self.field(record, key, "graph")
-        if not isinstance(value, list):
-            self.fail("graph", f"\"{key}\" must be a list, got {type(value).__name__}")
-        return value
-
-    def string_list(self, record: dict, key: str, where: str) -> list[str]:
-        value = self.field(record, key, where)
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            self.fail(where, f"\"{key}\" must be a list of strings, got {value!r:.60}")
-        return value
-
-    def typed(self, record: Any, where: str) -> tuple[str, TensorType]:
-        record = self.object(record, where)
-        name = self.string(record, "name", where)
-        where = f"{where} ({name!r})"
-        shape = self.field(record, "shape", where)
-        if not isinstance(shape, list) or not all(
-                d is None or (isinstance(d, int) and not isinstance(d, bool) and d >= 0)
-                for d in shape):
-            self.fail(where, f"\"shape\" must be a list of non-negative ints or nulls, got "
-                             f"{shape!r:.60}")
-        dtype = self.string(record, "dtype", where)
-        try:
-            parsed = np.dtype(dtype)
-        except TypeError:
-            self.fail(where, f"unknown dtype {dtype!r}")
-        if parsed.kind not in "biuf":
-            self.fail(where, f"dtype {dtype!r} is not a number or bool type")
-        return name, TensorType(shape, parsed)
+def _typed(reader: RecordReader, record: Any, where: str) -> tuple[str, TensorType]:
+    """An input or initializer record: name, shape (null for an unknown dim) and dtype."""
+    record = reader.object(record, where)
+    name = reader.string(record, "name", where)
+    where = f"{where} ({name!r})"
+    shape = reader.shape(record, "shape", where)
+    return name, TensorType(shape, reader.dtype(record, "dtype", where, kinds="biuf"))

@@ -7,7 +7,13 @@ The format lists nodes in topological order:
                 "num_outputs": 1}],
      "heads": [[1, 0]]}
 
-Tensor-valued attributes are stored as {"__tensor__": {"dtype", "shape", "data"}}.
+Attribute values go through ``portable.io.json_values`` (tensors as {"__tensor__": {"dtype",
+"shape", "data"}}) and records are read with ``portable.io.json_records``, as the IR graph
+format's are (``portable.io.graph_json``). The two stay separate formats: a symbol is the front
+end's DAG, whose variables are nodes with user attributes (``lr_mult``, ``__init__``) and
+deferred shape rules, whose inputs are (node, output) positions and whose types are optional;
+the IR graph is typed, with named values and its initializers stored beside it. Every failure
+is a SerializationError naming the source and the node.
 """
 from __future__ import annotations
 
@@ -17,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from portable.errors import PortableError, SerializationError
-from portable.io.json_values import decode_value, encode_value
+from portable.io.json_records import RecordReader, encode_attrs
+from portable.io.json_values import encode_value
 from portable.ops import registry
 from portable.symbol.nodes import SymNode, topo_nodes
 
@@ -28,22 +35,32 @@ VERSION = 1
 
 
 def entries_to_json(entries: list[Entry]) -> str:
-    """The JSON text of the DAG that ``entries`` (a symbol's outputs) reach."""
+    """The JSON text of the DAG that ``entries`` (a symbol's outputs) reach.
+
+    Raises:
+        SerializationError: an attribute holds a value JSON cannot store (names the node).
+
+    Example:
+        >>> json.loads(entries_to_json(sym.relu(sym.var("x"))._entries))["heads"]  # doctest: +SKIP
+        [[1, 0]]
+    """
     nodes = topo_nodes(entries)
     index = {id(n): i for i, n in enumerate(nodes)}
     records = []
     for node in nodes:
+        where = f"symbol node {node.name!r}"
         if node.is_variable:
             record = {"op": None, "name": node.name,
                       "shape": None if node.shape is None else list(node.shape),
                       "dtype": None if node.dtype is None else np.dtype(node.dtype).name,
-                      "attrs": encode_value(node.var_attrs)}
+                      "attrs": encode_attrs(node.var_attrs, where)}
             if node.shape_hint is not None:
                 rule, (source, out), params = node.shape_hint
                 record["shape_hint"] = {"rule": rule, "source": [index[id(source)], out],
                                         "params": encode_value(params)}
         else:
-            record = {"op": node.op, "name": node.name, "attrs": encode_value(node.attrs),
+            record = {"op": node.op, "name": node.name,
+                      "attrs": encode_attrs(node.attrs, f"{where} (op {node.op})"),
                       "inputs": [None if e is None else [index[id(e[0])], e[1]]
                                  for e in node.inputs],
                       "num_outputs": node.num_outputs}
@@ -57,61 +74,70 @@ def entries_to_json(entries: list[Entry]) -> str:
 
 def entries_from_json(text: str, source: str = "<string>") -> list[Entry]:
     """Parse a symbol's outputs; malformed input raises SerializationError naming the source and
-    node."""
-    try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SerializationError(f"{source}: not valid JSON: {exc}") from exc
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise SerializationError(f"{source}: not a portable symbol file (missing "
-                                 f"\"format\": \"{FORMAT}\")")
-    if doc.get("version") != VERSION:
-        raise SerializationError(f"{source}: symbol format version {doc.get('version')!r} is "
-                                 f"not supported (this portable reads version {VERSION})")
+    node.
+
+    Example:
+        >>> entries_from_json(text, "mlp-symbol.json")[0][0].name  # doctest: +SKIP
+        'fc2'
+    """
+    reader = RecordReader(source, prefix="malformed symbol JSON: ")
+    doc = reader.document(text, FORMAT, VERSION, "symbol file")
     nodes: list[SymNode] = []
     try:
-        for i, record in enumerate(doc["nodes"]):
-            nodes.append(_node_from_record(record, nodes, i))
-        entries = [_entry(nodes, head, "heads") for head in doc["heads"]]
-    except PortableError as exc:
+        for i, record in enumerate(reader.items(doc, "nodes", "symbol")):
+            nodes.append(_node_from_record(reader, record, nodes, i))
+        entries = [_entry(reader, nodes, head, "heads")
+                   for head in reader.items(doc, "heads", "symbol")]
+    except SerializationError:
+        raise
+    except PortableError as exc:  # an unknown op, named with the node
         raise SerializationError(f"{source}: {exc}") from exc
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise SerializationError(f"{source}: malformed symbol JSON: {type(exc).__name__}: "
-                                 f"{exc}") from exc
     if not entries:
         raise SerializationError(f"{source}: the symbol has no outputs (empty \"heads\")")
     return entries
 
 
-def _entry(nodes: list[SymNode], ref: Any, where: str) -> tuple[SymNode, int]:
-    node_index, out = int(ref[0]), int(ref[1])
+def _entry(reader: RecordReader, nodes: list[SymNode], ref: Any, where: str) -> Entry:
+    """The (node, output) that ``ref``, a ``[node index, output index]`` pair, refers to."""
+    if not (isinstance(ref, list) and len(ref) == 2 and all(
+            isinstance(i, int) and not isinstance(i, bool) for i in ref)):
+        reader.fail(where, f"an entry must be [node index, output index], got {ref!r:.40}")
+    node_index, out = ref
     if not 0 <= node_index < len(nodes):
-        raise SerializationError(f"{where} refers to node #{node_index}, which is not defined "
-                                 f"before it (only {len(nodes)} are)")
+        reader.fail(where, f"refers to node #{node_index}, which is not defined before it "
+                           f"(only {len(nodes)} are)")
     node = nodes[node_index]
     if not 0 <= out < node.num_outputs:
-        raise SerializationError(f"{where} refers to output {out} of node {node.name!r}, "
-                                 f"which has {node.num_outputs}")
+        reader.fail(where, f"refers to output {out} of node {node.name!r}, which has "
+                           f"{node.num_outputs}")
     return node, out
 
 
-def _node_from_record(record: dict, nodes: list[SymNode], i: int) -> SymNode:
-    name = str(record["name"])
-    if record["op"] is None:
-        node = SymNode(None, name, shape=None if record.get("shape") is None
-                       else tuple(int(d) for d in record["shape"]),
-                       dtype=None if record.get("dtype") is None else np.dtype(record["dtype"]),
-                       var_attrs=decode_value(record.get("attrs", {})))
+def _node_from_record(reader: RecordReader, record: Any, nodes: list[SymNode],
+                      index: int) -> SymNode:
+    where = f"nodes[{index}]"
+    name = reader.string(reader.object(record, where), "name", where)
+    where = f"node {name!r}"
+    op = reader.field(record, "op", where)
+    if op is None:  # a variable
+        shape = None if record.get("shape") is None else \
+            tuple(reader.shape(record, "shape", where, unknown=False, signed=True))
+        dtype = None if record.get("dtype") is None else reader.dtype(record, "dtype", where)
+        node = SymNode(None, name, shape=shape, dtype=dtype,
+                       var_attrs=reader.attrs(record, where))
         hint = record.get("shape_hint")
         if hint is not None:
-            node.shape_hint = (hint["rule"], _entry(nodes, hint["source"], f"node {name!r}"),
-                               decode_value(hint["params"]))
+            hint = reader.object(hint, f"{where}: \"shape_hint\"")
+            node.shape_hint = (reader.string(hint, "rule", where),
+                               _entry(reader, nodes, reader.field(hint, "source", where), where),
+                               reader.value(hint, "params", where))
         return node
-    registry.get(record["op"])  # unknown op -> UnknownOpError
-    inputs = [None if ref is None else _entry(nodes, ref, f"node {name!r}")
-              for ref in record["inputs"]]
-    attrs = {k: decode_value(v) for k, v in record.get("attrs", {}).items()}
-    return SymNode(record["op"], name, attrs, inputs, int(record.get("num_outputs", 1)),
+    op = reader.string(record, "op", where)
+    registry.get(op)  # unknown op -> UnknownOpError
+    inputs = [None if ref is None else _entry(reader, nodes, ref, where)
+              for ref in reader.items(record, "inputs", where)]
+    return SymNode(op, name, reader.attrs(record, f"{where} (op {op})"), inputs,
+                   reader.integer(record, "num_outputs", where, default=1),
                    scalar=bool(record.get("scalar", False)))
 
 

@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from portable.checkpoint import CheckpointManager, load_tensors, save_tensors
+from portable.checkpoint import CheckpointManager
 from portable.errors import SerializationError
+from portable.io.tensors import load_tensors, save_tensors, tensors_to_bytes
 
 
 def test_tensor_file_round_trip(tmp_path):
@@ -44,8 +45,6 @@ def test_foreign_safetensors_file_is_refused(tmp_path):
 
 
 def _save(mgr, epoch, value):
-    from portable.checkpoint import tensors_to_bytes
-
     return mgr.save({"w": np.full(3, value, np.float32)}, tensors_to_bytes({}, {}),
                     {"epoch": epoch, "step": epoch * 10, "metrics": {"acc": value}})
 
