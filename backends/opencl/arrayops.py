@@ -1,9 +1,10 @@
 """NumPy-style functions and operators on CLArrays, run as generated OpenCL kernels.
 
-This is the array namespace (``backend.xp``) that the executor, the optimizers and the
-kernels use: elementwise functions with broadcasting and ``out=`` come from the op table
-(``optable.TABLE``), reductions from ``reduction``, ``matmul`` from ``gemm``. Host data given
-to a function is uploaded; a function never silently runs on the host.
+This is the array namespace (``backend.xp``) that the executor and the kernels use (optimizer
+updates are ops with kernels of their own, ``kernels/optim.py``): elementwise functions with
+broadcasting and ``out=`` come from the op table (``optable.TABLE``), reductions from
+``reduction``, ``matmul`` from ``gemm``. Host data given to a function is uploaded; a function
+never silently runs on the host.
 
 Example:
     >>> xp = ArrayNamespace(runtime)                         # doctest: +SKIP

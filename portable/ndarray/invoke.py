@@ -58,14 +58,28 @@ def _freeze_key(attrs: dict) -> Any:
 def infer_outputs(op_name: str, op: registry.OpDef, inputs: Sequence[Any],
                   attrs: dict) -> tuple[list[TensorType | None], dict, int]:
     """Output types, resolved attributes and the default number of returned outputs of an
-    imperative call (cached when the type rule read no input value)."""
-    attr_key = _freeze_key(attrs) if attrs else ()
+    imperative call (cached when the type rule read no input value).
+
+    The op's ``runtime_attrs`` (a learning rate that changes every step) key the cache by
+    name only, so per-call values neither miss the cache nor fill it; the values of this
+    call are laid over the cached resolved attributes.
+    """
+    per_call = None
+    if op.runtime_attrs and attrs:
+        per_call = {k: v for k, v in attrs.items() if k in op.runtime_attrs}
+        fixed = {k: v for k, v in attrs.items() if k not in per_call}
+        attr_key = _freeze_key(fixed)
+        attr_key = None if attr_key is None else (attr_key, tuple(sorted(per_call)))
+    else:
+        attr_key = _freeze_key(attrs) if attrs else ()
     key = None if attr_key is None else (
         op_name, attr_key, tuple(None if x is None else (x._data.shape, x._data.dtype)
                                  for x in inputs))
     if key is not None:
         hit = _infer_cache.get(key)
         if hit is not None:
+            if per_call:
+                return hit[0], {**hit[1], **per_call}, hit[2]
             return hit
     types = tuple(None if x is None else TensorType(x.shape, x.dtype) for x in inputs)
     names = tuple(f"in{i}" if x is not None else "" for i, x in enumerate(inputs))
@@ -120,7 +134,9 @@ def invoke(op_name: str, inputs: Sequence[Any], attrs: dict | None = None,
         inputs: NDArrays (None for absent optional inputs).
         attrs: node attributes.
         num_outputs: how many outputs to return (default: the op's required outputs).
-        out: an existing NDArray to write the (single) output into.
+        out: an existing NDArray to write the output into, or a tuple of them (None for an
+            output to allocate), one per output: ``out=(weight, mom)`` runs an optimizer
+            update in place. A tuple returns that many outputs at least.
     """
     op = registry.ops.get(op_name) or registry.get(op_name)
     attrs = attrs or {}
@@ -138,6 +154,10 @@ def invoke(op_name: str, inputs: Sequence[Any], attrs: dict | None = None,
         extra |= {o for o, _ in op.mutates}
     out_types, resolved, default_count = infer_outputs(op_name, op, inputs, attrs)
     count = num_outputs if num_outputs is not None else default_count
+    if isinstance(out, (tuple, list)):
+        given, count = tuple(out), max(count, len(out))
+    else:
+        given = () if out is None else (out,)
     device = _common_device(op_name, inputs)
     backend = device.backend
 
@@ -151,11 +171,12 @@ def invoke(op_name: str, inputs: Sequence[Any], attrs: dict | None = None,
         outputs = []
         for i in range(produced):
             t = out_types[i] if i < len(out_types) else None
-            if i == 0 and out is not None:
-                if out.shape != t.shape or out.dtype != t.dtype:
-                    raise ShapeError(f"op {op_name}: out= has {out.dtype}{list(out.shape)}, "
-                                     f"the result is {t!r}")
-                outputs.append(out)
+            target = given[i] if i < len(given) else None
+            if target is not None:
+                if t is None or target.shape != t.shape or target.dtype != t.dtype:
+                    raise ShapeError(f"op {op_name}: out= has {target.dtype}"
+                                     f"{list(target.shape)} for output {i}, the result is {t!r}")
+                outputs.append(target)
             elif t is None or (i >= count and i not in extra):
                 outputs.append(None)
             else:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from portable.ops import conv, elementwise, linalg, loss, movement, nn, reduce, rnn  # noqa: F401
 # (these build on the families above)
-from portable.ops import (bitwise, indexing, layout, quantize, resize,  # noqa: F401
+from portable.ops import (bitwise, indexing, layout, optim, quantize, resize,  # noqa: F401
                           unary_math)
 from portable.ops import fused  # noqa: F401  (after the families whose ops it combines)
 from portable.ops.registry import Attr, InferContext, OpDef, declare, get, ops

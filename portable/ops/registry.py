@@ -23,6 +23,10 @@ Defaults of facets left out:
   computes them from input types alone (Shape).
 - ``random=False``: a random op is never constant-folded or merged by CSE.
 - ``training_mode=None``: behaves the same in training and inference.
+- ``runtime_attrs=()``: attributes that only kernels read, never the type rule (an optimizer
+  step's learning rate and step count): they may change on every call, so imperative calls
+  cache type inference without their values and backends pass them to compiled kernels as
+  arguments rather than compiling them in.
 - ``onnx``: ONNX ops are exported under their own name; private ops (domain ``portable``) are
   never exported as such.
 """
@@ -82,6 +86,7 @@ class OpDef:
     mutates: tuple[tuple[int, int], ...] = ()
     fold: Callable[["InferContext"], Sequence[np.ndarray | None]] | None = None
     training_mode: Callable[[Node, bool], Node] | None = None
+    runtime_attrs: tuple[str, ...] = ()
     doc: str = ""
 
     @property
@@ -228,6 +233,9 @@ def declare(name: str, *, inputs: Sequence[str], outputs: Sequence[str],
         onnx = OnnxSpec(onnx_since, name)
     op = OpDef(name=qualified, inputs=tuple(inputs), outputs=tuple(outputs), infer=infer,
                attrs=dict(attrs or {}), onnx=onnx, **facets)
+    undeclared = set(op.runtime_attrs) - set(op.attrs)
+    if undeclared:
+        raise ValueError(f"op {qualified}: runtime_attrs {sorted(undeclared)} are not attributes")
     ops[qualified] = op
     return op
 

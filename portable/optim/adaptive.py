@@ -15,6 +15,10 @@ Formulas (``g`` is the rescaled, clipped gradient; ``t`` the parameter's update 
 * AdaGrad (PyTorch's formula, as MXNet 2): ``g += wd * w; h += g^2;
   w -= lr * g / (sqrt(h) + eps)``.
 
+Each update is one private op whose kernels compute these formulas (``portable/ops/optim.py``):
+``portable.AdamUpdate`` (AdamW: ``decoupled_wd=1``), ``portable.RMSPropUpdate`` and
+``portable.AdaGradUpdate``.
+
 Example:
     >>> import portable as pt
     >>> opt = pt.optim.create("adam", learning_rate=1e-3)
@@ -23,7 +27,6 @@ Example:
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from portable.optim.optimizer import Optimizer, register, zeros_state
@@ -43,6 +46,7 @@ class Adam(Optimizer):
 
     default_learning_rate = 0.001
     hyper_names = ("beta1", "beta2", "epsilon")
+    update_op = "portable.AdamUpdate"
     decoupled_wd = False
 
     def __init__(self, learning_rate: float | None = None, beta1: float = 0.9,
@@ -54,22 +58,10 @@ class Adam(Optimizer):
     def create_state(self, index: Any, weight: Any) -> Any:
         return zeros_state(weight, 2)
 
-    def _step(self, xp: Any, weight: Any, grad: Any, states: list, hyper: dict) -> None:
-        lr, wd, t = hyper["lr"], hyper["wd"], hyper["t"]
-        b1, b2 = self.beta1, self.beta2
-        if wd and self.decoupled_wd:
-            weight *= 1.0 - lr * wd
-        elif wd:
-            grad += wd * weight
-        mean, var = states
-        mean *= b1
-        mean += (1.0 - b1) * grad
-        var *= b2
-        var += (1.0 - b2) * grad * grad
-        lr_t = lr * math.sqrt(1.0 - b2 ** t) / (1.0 - b1 ** t)
-        denom = xp.sqrt(var)
-        denom += self.epsilon
-        weight -= lr_t * mean / denom
+    def update_attrs(self, index: Any) -> dict:
+        return {**super().update_attrs(index), "t": self.count_of(index), "beta1": self.beta1,
+                "beta2": self.beta2, "epsilon": self.epsilon,
+                "decoupled_wd": int(self.decoupled_wd)}
 
 
 @register
@@ -105,6 +97,7 @@ class RMSProp(Optimizer):
 
     default_learning_rate = 0.001
     hyper_names = ("rho", "momentum", "epsilon", "centered", "clip_weights")
+    update_op = "portable.RMSPropUpdate"
 
     def __init__(self, learning_rate: float | None = None, rho: float | None = None,
                  momentum: float | None = None, epsilon: float = 1e-8, centered: bool = False,
@@ -123,31 +116,15 @@ class RMSProp(Optimizer):
         state = zeros_state(weight, count)
         return state if count > 1 else (state,)
 
-    def _step(self, xp: Any, weight: Any, grad: Any, states: list, hyper: dict) -> None:
-        lr, wd, rho = hyper["lr"], hyper["wd"], self.rho
-        if wd:
-            grad += wd * weight
-        var, rest = states[0], list(states[1:])
-        var *= rho
-        var += (1.0 - rho) * grad * grad
-        if self.centered:
-            mean = rest.pop(0)
-            mean *= rho
-            mean += (1.0 - rho) * grad
-            denom = xp.sqrt(var - mean * mean)
-        else:
-            denom = xp.sqrt(var)
-        denom += self.epsilon
-        grad /= denom
-        if rest:
-            buf = rest[0]
-            buf *= self.momentum
-            buf += grad
-            weight -= lr * buf
-        else:
-            weight -= lr * grad
-        if self.clip_weights is not None:
-            xp.clip(weight, -self.clip_weights, self.clip_weights, out=weight)
+    def update_attrs(self, index: Any) -> dict:
+        return {**super().update_attrs(index), "rho": self.rho, "momentum": self.momentum,
+                "epsilon": self.epsilon, "clip_weights": self.clip_weights}
+
+    def update_states(self, states: list) -> list:
+        # (var, mean if centered, buffer if momentum) -> the op's (var, mean?, mom?)
+        rest = list(states[1:])
+        mean = rest.pop(0) if self.centered else None
+        return [states[0], mean, rest[0] if rest else None]
 
 
 @register
@@ -161,6 +138,7 @@ class AdaGrad(Optimizer):
     """
 
     hyper_names = ("epsilon",)
+    update_op = "portable.AdaGradUpdate"
 
     def __init__(self, learning_rate: float | None = None, epsilon: float = 1e-7,
                  eps: float | None = None, **kwargs: Any) -> None:
@@ -170,14 +148,5 @@ class AdaGrad(Optimizer):
     def create_state(self, index: Any, weight: Any) -> Any:
         return zeros_state(weight, 1)
 
-    def _step(self, xp: Any, weight: Any, grad: Any, states: list, hyper: dict) -> None:
-        lr, wd = hyper["lr"], hyper["wd"]
-        if wd:
-            grad += wd * weight
-        history = states[0]
-        history += grad * grad
-        denom = xp.sqrt(history)
-        denom += self.epsilon
-        grad /= denom
-        grad *= lr
-        weight -= grad
+    def update_attrs(self, index: Any) -> dict:
+        return {**super().update_attrs(index), "epsilon": self.epsilon}

@@ -1,18 +1,20 @@
 """The optimizer base class (MXNet 1.x ``mx.optimizer.Optimizer``) and the name registry.
 
 An optimizer turns ``(index, weight, grad, state)`` into an in-place update of ``weight`` and
-``state``. Each update is ONE op pushed to the dependency engine: it reads the gradient and
-writes the weight and the state arrays, so it is ordered after the backward pass that produced
-the gradient and before the next forward pass that reads the weight, without any lock.
+``state``. Each update is ONE op pushed to the dependency engine: a private update op
+(``portable/ops/optim.py``: ``portable.SGDUpdate``, ``portable.AdamUpdate``, ...) invoked like
+every imperative op, with the weight and state arrays as its ``out=``. It reads the gradient
+and writes the weight and the state arrays, so it is ordered after the backward pass that
+produced the gradient and before the next forward pass that reads the weight, without any lock;
+each backend runs it with its own kernel (NumPy, OpenCL, ...).
 
 Hyper-parameters that change between steps (the scheduled learning rate, the step count ``t``)
-are read on the calling thread at push time and captured by value, so an update that runs later
-on a worker thread still uses the value of its own step.
+are read on the calling thread at push time and become the op's attributes, so an update that
+runs later on a worker thread still uses the value of its own step.
 
-Subclasses implement ``create_state`` and ``_step(xp, weight, grad, states, hyper)``, which runs
-inside the pushed op on the backend's arrays (``xp`` is the backend's array namespace: NumPy on
-the CPU, CuPy on CUDA). ``grad`` there is already rescaled and clipped, and is a scratch array
-that the step may overwrite.
+Subclasses set ``update_op`` and implement ``create_state``; ``update_attrs`` adds their own
+attributes to the common ones and ``update_states`` puts their state arrays in the op's input
+order.
 
 Example:
     >>> import portable as pt
@@ -26,8 +28,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from portable.engine import get_engine
+from portable import tape
 from portable.errors import PortableError
+from portable.ndarray.invoke import invoke
+from portable.ndarray.ndarray import zeros
+from portable.optim import lr_scheduler
 
 # lower-case name -> optimizer class (filled by ``register``)
 optimizers: dict[str, type["Optimizer"]] = {}
@@ -83,6 +88,8 @@ class Optimizer:
     default_learning_rate = 0.01
     # constructor arguments (besides the common ones) that ``config`` records
     hyper_names: tuple[str, ...] = ()
+    # the private op that applies one update (``portable/ops/optim.py``)
+    update_op = ""
 
     def __init__(self, learning_rate: float | None = None, wd: float = 0.0,
                  rescale_grad: float = 1.0, clip_gradient: float | None = None,
@@ -175,9 +182,36 @@ class Optimizer:
     update_multi_precision = update
 
     def hyper(self, index: Any) -> dict:
-        """The per-step scalars captured at push time (subclasses add their own)."""
-        return {"lr": self._get_lr(index), "wd": self._get_wd(index),
-                "t": self._index_update_count.get(index, self.num_update)}
+        """The per-step scalars captured at push time: learning rate, weight decay, count."""
+        return {"lr": self._get_lr(index), "wd": self._get_wd(index), "t": self.count_of(index)}
+
+    def count_of(self, index: Any) -> int:
+        """How many updates ``index`` has had (the step number ``t`` of its latest)."""
+        return self._index_update_count.get(index, self.num_update)
+
+    def update_attrs(self, index: Any) -> dict:
+        """The update op's attributes for one step of ``index`` (subclasses add theirs).
+
+        Args:
+            index: the parameter's index.
+
+        Returns:
+            Learning rate, weight decay, gradient rescale and clip (None: no clipping).
+        """
+        hyper = self.hyper(index)
+        return {"lr": hyper["lr"], "wd": hyper["wd"], "rescale_grad": self.rescale_grad,
+                "clip_gradient": self.clip_gradient}
+
+    def update_states(self, states: list) -> list:
+        """The state arrays in the update op's input order (None for an absent optional one).
+
+        Args:
+            states: the NDArrays of the state, as ``flatten_state`` lists them.
+
+        Returns:
+            The op's state inputs.
+        """
+        return states
 
     def push_update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         """Push the fused update of one weight without counting a step.
@@ -185,27 +219,13 @@ class Optimizer:
         ``Trainer`` uses this to apply one counted step to the copies of a parameter on
         several devices.
         """
-        states = flatten_state(state)
-        hyper = self.hyper(index)
-        xp = weight.device.backend.xp
-        rescale, clip = self.rescale_grad, self.clip_gradient
-        w_data, g_data = weight._data, grad._data
-        s_data = [s._data for s in states]
-        step = self._step
-
-        def run() -> None:
-            g = g_data * rescale  # a fresh scratch array: the gradient buffer is never touched
-            if clip is not None:
-                g = xp.clip(g, -clip, clip)
-            step(xp, w_data, g, s_data, hyper)
-
-        state_vars = [s._var for s in states]
-        get_engine().push(run, reads=[grad._var, weight._var, *state_vars],
-                          writes=[weight._var, *state_vars], device=weight.device,
-                          name=f"{type(self).__name__}.update[{index}]")
-
-    def _step(self, xp: Any, weight: Any, grad: Any, states: list, hyper: dict) -> None:
-        raise NotImplementedError(f"{type(self).__name__} does not implement _step")
+        if not self.update_op:
+            raise NotImplementedError(f"{type(self).__name__} names no update op")
+        states = self.update_states(flatten_state(state))
+        # An update is never part of a gradient, even when a step runs inside record().
+        with tape.scope(False, None):
+            invoke(self.update_op, [weight, grad, *states], self.update_attrs(index),
+                   out=(weight, *states))
 
     # -- configuration (JSON, for checkpoints) ---------------------------------------------
     def config(self) -> dict:
@@ -238,8 +258,6 @@ def _key(value: Any) -> Any:
 
 def from_config(conf: dict) -> Optimizer:
     """Rebuild an optimizer from ``Optimizer.config()`` output."""
-    from portable.optim import lr_scheduler
-
     conf = dict(conf)
     sched = conf.pop("lr_scheduler", None)
     if sched is not None:
@@ -258,7 +276,5 @@ def flatten_state(state: Any) -> list:
 
 def zeros_state(weight: Any, count: int) -> Any:
     """``count`` zero arrays shaped like ``weight`` (a single array when count is 1)."""
-    from portable.ndarray.ndarray import zeros
-
     arrays = tuple(zeros(weight.shape, weight.device, weight.dtype) for _ in range(count))
     return arrays[0] if count == 1 else arrays

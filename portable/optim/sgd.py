@@ -9,6 +9,9 @@ Both follow MXNet 1.x. With ``g = clip(rescale_grad * grad) + wd * weight``:
 * NAG: ``mom = momentum * mom + g; weight -= lr * (g + momentum * mom)``, which is PyTorch's
   ``SGD(nesterov=True)``.
 
+Each update is one private op (``portable.SGDUpdate``, ``portable.NAGUpdate``; see
+``portable/ops/optim.py``).
+
 Example:
     >>> import portable as pt
     >>> opt = pt.optim.SGD(learning_rate=0.1, momentum=0.9, wd=1e-4)
@@ -34,6 +37,7 @@ class SGD(Optimizer):
     """
 
     hyper_names = ("momentum",)
+    update_op = "portable.SGDUpdate"
 
     def __init__(self, learning_rate: float | None = None, momentum: float = 0.0,
                  lazy_update: bool = False, **kwargs: Any) -> None:
@@ -43,18 +47,8 @@ class SGD(Optimizer):
     def create_state(self, index: Any, weight: Any) -> Any:
         return zeros_state(weight, 1) if self.momentum != 0.0 else None
 
-    def _step(self, xp: Any, weight: Any, grad: Any, states: list, hyper: dict) -> None:
-        lr, wd = hyper["lr"], hyper["wd"]
-        if wd:
-            grad += wd * weight
-        grad *= lr
-        if states:
-            mom = states[0]
-            mom *= self.momentum
-            mom -= grad
-            weight += mom
-        else:
-            weight -= grad
+    def update_attrs(self, index: Any) -> dict:
+        return {**super().update_attrs(index), "momentum": self.momentum}
 
 
 @register
@@ -67,18 +61,8 @@ class NAG(SGD):
         **kwargs: the common arguments of :class:`Optimizer`.
     """
 
+    update_op = "portable.NAGUpdate"
+
     def __init__(self, learning_rate: float | None = None, momentum: float = 0.9,
                  **kwargs: Any) -> None:
         super().__init__(learning_rate=learning_rate, momentum=momentum, **kwargs)
-
-    def _step(self, xp: Any, weight: Any, grad: Any, states: list, hyper: dict) -> None:
-        lr, wd = hyper["lr"], hyper["wd"]
-        if wd:
-            grad += wd * weight
-        if states:
-            mom = states[0]
-            mom *= self.momentum
-            mom += grad
-            grad += self.momentum * mom
-        grad *= lr
-        weight -= grad

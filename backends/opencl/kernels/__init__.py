@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from backends.opencl.kernels import (conv, elementwise, fused, indexing, layout, linalg, loss,
-                                     movement, nn, pool, quantize, reduce, resize, rnn)
+                                     movement, nn, optim, pool, quantize, reduce, resize, rnn)
 
 kernels: dict = {}
-for _family in (conv, elementwise, fused, indexing, layout, linalg, loss, movement, nn, pool,
-                quantize, reduce, resize, rnn):
+for _family in (conv, elementwise, fused, indexing, layout, linalg, loss, movement, nn, optim,
+                pool, quantize, reduce, resize, rnn):
     _clash = kernels.keys() & _family.kernels.keys()
     if _clash:
         raise ValueError(f"kernels registered by two families: {sorted(_clash)}")
