@@ -11,6 +11,7 @@ previous one is used.
 
 Example:
     >>> import tempfile
+    >>> from portable.io.tensors import tensors_to_bytes
     >>> mgr = CheckpointManager(tempfile.mkdtemp())
     >>> _ = mgr.save({"w": np.ones(3, np.float32)}, tensors_to_bytes({}), {"epoch": 1, "step": 9})
     >>> mgr.latest().params["w"].tolist()
@@ -30,10 +31,7 @@ import numpy as np
 
 from portable.errors import SerializationError
 from portable.io.atomic import atomic_write_bytes, atomic_write_text
-# tensors_to_bytes is not used here but stays importable from this module until
-# portable/optim/updater.py and portable/kvstore/dist_async.py (reworked by others now) import
-# it from portable.io.tensors; then drop it from this line.
-from portable.io.tensors import save_tensors, tensors_from_bytes, tensors_to_bytes  # noqa: F401
+from portable.io.tensors import save_tensors, tensors_from_bytes
 
 log = logging.getLogger("portable.checkpoint")
 
@@ -84,6 +82,7 @@ class CheckpointManager:
 
     Example:
         >>> import tempfile
+        >>> from portable.io.tensors import tensors_to_bytes
         >>> mgr = CheckpointManager(tempfile.mkdtemp())
         >>> states = tensors_to_bytes({}, {})  # what Trainer.get_states() returns
         >>> _ = mgr.save({"w": np.zeros(2, np.float32)}, states, {"epoch": 1, "step": 10})

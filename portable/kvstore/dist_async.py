@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from portable.checkpoint import tensors_from_bytes, tensors_to_bytes
 from portable.errors import PortableError, SerializationError
 from portable.io.atomic import read_bytes
+from portable.io.tensors import tensors_from_bytes, tensors_to_bytes
 from portable.kvstore.base import KVStore, _pairs
 from portable.kvstore.collective import CollectiveQueue
 from portable.kvstore.comm import WorkerCollectives, bucket_mb, env_int, get_communicator

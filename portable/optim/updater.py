@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from portable.errors import SerializationError
+from portable.io.tensors import tensors_from_bytes, tensors_to_bytes
 from portable.optim.optimizer import Optimizer, _key, from_config
 
 STATES_FORMAT = "portable.optimizer-states"
@@ -57,8 +58,6 @@ class Updater:
     # -- serialisation ---------------------------------------------------------------------
     def get_states(self, dump_optimizer: bool = False) -> bytes:
         """The states (and counters; with ``dump_optimizer`` also the configuration) as bytes."""
-        from portable.checkpoint import tensors_to_bytes
-
         tensors: dict[str, np.ndarray] = {}
         entries = []
         items = [(k, _host_slots(v)) for k, v in self.states.items()]
@@ -86,8 +85,6 @@ class Updater:
                 optimizer from it (MXNet's behaviour, keeping this one's ``param_dict``);
                 False keeps the current optimizer and restores only states and counters.
         """
-        from portable.checkpoint import tensors_from_bytes
-
         tensors, meta = tensors_from_bytes(data, source)
         if meta.get("format") != STATES_FORMAT:
             raise SerializationError(f"{source}: not an optimizer-states file "
