@@ -1,12 +1,13 @@
 """The NumPy backend: the reference semantics of every op, on the host CPU.
 
-Kernels are written against the array namespace ``ctx.xp`` in destination-passing style, so a
-CuPy backend can reuse them unchanged.
+Its kernel table is ``backends.xp``'s, written against the array namespace ``ctx.xp`` in
+destination-passing style, which a CuPy backend reuses unchanged.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from backends.xp.kernels import kernels
 from portable.backend import Backend
 from portable.device import Device
 
@@ -22,6 +23,4 @@ class NumpyBackend(Backend):
 
 
 def create_backend(device: Device) -> NumpyBackend:
-    from backends.numpy.kernels import kernels
-
     return NumpyBackend(device, kernels)

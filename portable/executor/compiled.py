@@ -19,7 +19,7 @@ A kernel may declare the scratch it needs with a ``workspace`` attribute, a func
 ``(input_types, output_types, attrs) -> bytes`` (or ``{buffer name: bytes}``). The plan counts
 it, and each named buffer is allocated once, at the largest size any step asks for, and handed
 to kernels as ``ctx.workspace[name]`` (a byte array; plain bytes are named ``"scratch"``).
-Kernels share a name's buffer across steps (``backends/numpy/kernels/im2col.scratch`` carves
+Kernels share a name's buffer across steps (``backends/xp/kernels/im2col.scratch`` carves
 arrays out of it).
 
 Example:

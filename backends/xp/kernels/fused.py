@@ -62,7 +62,7 @@ def fused_elementwise(ctx, inputs, outputs, attrs):
 
 def conv_workspace(input_types, output_types, attrs) -> dict[str, int]:
     """The scratch the NumPy Conv kernel takes from ``ctx.workspace`` (see
-    ``backends/numpy/kernels/im2col.scratch``): the padded input under ``padded`` (when the
+    ``backends/xp/kernels/im2col.scratch``): the padded input under ``padded`` (when the
     windows reach into padding) and the im2col columns under ``columns`` (unless the Conv is
     pointwise)."""
     x, w = input_types[0], input_types[1]

@@ -5,7 +5,7 @@ trailing axes (1 for 2-D scores), so one code path covers every rank.
 """
 from __future__ import annotations
 
-from backends.numpy.kernels.nn import log_softmax, softmax
+from backends.xp.kernels.nn import log_softmax, softmax
 from portable.backend import kernel_table
 
 kernels, kernel = kernel_table()

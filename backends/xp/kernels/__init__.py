@@ -1,7 +1,7 @@
 """The NumPy kernel table, gathered from one module per op family."""
 from __future__ import annotations
 
-from backends.numpy.kernels import (conv, elementwise, fused, indexing, layout, linalg, loss,
+from backends.xp.kernels import (conv, elementwise, fused, indexing, layout, linalg, loss,
                                     movement, nn, optim, quantize, reduce, resize, rnn)
 
 kernels: dict = {}

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from backends.numpy.kernels.im2col import scratch
+from backends.xp.kernels.im2col import scratch
 from portable.backend import kernel_table
 
 kernels, kernel = kernel_table()

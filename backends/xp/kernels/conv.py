@@ -16,7 +16,7 @@ import numpy as np
 from portable.ops.conv import (Geometry, pool_geometry, transpose_geometry, window_attrs,
                                window_geometry)
 
-from backends.numpy.kernels.im2col import (clipped_offsets, input_index, lowest,
+from backends.xp.kernels.im2col import (clipped_offsets, input_index, lowest,
                                            padded_windows, reduce_windows, scratch,
                                            window_argmax, window_view)
 from portable.backend import kernel_table
