@@ -11,11 +11,14 @@ Example:
 """
 from __future__ import annotations
 
+import math
 import re
 
 from portable.errors import PortableError
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+# Larger than any memory a budget could mean (an exbibyte), and still exact as an int64.
+MAX_BYTES = 1 << 60
 _PATTERN = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmgt]?)(i?b)?\s*$", re.I)
 
 
@@ -32,8 +35,11 @@ def parse_size(value: int | float | str) -> int:
             raise PortableError(f"not a byte size: {value!r} (write e.g. 64MB, 512k, 1.5GiB)")
         number, prefix, _ = match.groups()
         nbytes = float(number) * _UNITS[prefix.lower()]
-    if nbytes < 0 or nbytes != nbytes:
+    if nbytes != nbytes or nbytes < 0:
         raise PortableError(f"a byte size must be positive, got {value!r}")
+    if not math.isfinite(nbytes) or nbytes > MAX_BYTES:
+        raise PortableError(f"a byte size must be at most {MAX_BYTES} bytes (1 EiB), "
+                            f"got {value!r}")
     return int(nbytes)
 
 

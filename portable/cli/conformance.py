@@ -13,13 +13,15 @@ import argparse
 import json
 import sys
 
+from portable.cli.arguments import positive_float, positive_int
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", choices=("cpu", "opencl", "cuda"))
     parser.add_argument("--ops", default="core", choices=("core", "all"),
                         help="core: the ops portable declares; all: every node case")
-    parser.add_argument("--jobs", type=int, default=None, help="worker processes")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case")
+    parser.add_argument("--jobs", type=positive_int, default=None, help="worker processes")
+    parser.add_argument("--timeout", type=positive_float, default=60.0, help="seconds per case")
     parser.add_argument("--module", action="append", dest="modules", metavar="NAME",
                         help="run only this case module of onnx.backend.test.case.node "
                              "(e.g. relu; repeatable)")

@@ -8,13 +8,15 @@ from __future__ import annotations
 import argparse
 import json
 
+from portable.cli.arguments import nonnegative_int, positive_float, positive_int
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", choices=("mlp", "lenet"), default="lenet")
-    parser.add_argument("--epochs", type=int, default=30)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--epochs", type=positive_int, default=30)
+    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--lr", type=positive_float, default=0.1)
+    parser.add_argument("--seed", type=nonnegative_int, default=0)
     parser.add_argument("--json", action="store_true",
                         help="end with one JSON object on the last line of stdout")
 

@@ -16,6 +16,8 @@ import json
 import os
 from typing import Any, Mapping
 
+from portable.cli.arguments import positive_int
+
 FORMATS = ("portable", "onnx")
 
 
@@ -25,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the file to write (.portable: deployment format; .onnx: ONNX)")
     parser.add_argument("--format", choices=FORMATS, default=None,
                         help="what to write (default: onnx for a .onnx DST, else portable)")
-    parser.add_argument("--opset", type=int, default=None,
+    parser.add_argument("--opset", type=positive_int, default=None,
                         help="ai.onnx opset of an ONNX DST (default: the newest onnxruntime "
                         "runs)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

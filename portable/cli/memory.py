@@ -17,6 +17,7 @@ import json
 import os
 import sys
 
+from portable.cli.arguments import positive_int
 from portable.errors import PortableError
 from portable.passes.plan_memory import STRATEGIES
 from portable.passes.pipeline import LEVELS
@@ -26,7 +27,7 @@ MB = 1 << 20
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="an .onnx file or a built-in model name")
-    parser.add_argument("--batch", type=int, default=None,
+    parser.add_argument("--batch", type=positive_int, default=None,
                         help="batch size (default: the model's, 1 for built-in models)")
     parser.add_argument("--train", action="store_true", help="plan a training step")
     parser.add_argument("--mirror", action="store_true",

@@ -23,6 +23,8 @@ import sys
 import time
 from typing import Any
 
+from portable.cli.arguments import byte_size, positive_int
+
 TOP_K = 5
 ROWS_SHOWN = 5  # rows of top-k classes printed per output (JSON has all rows)
 
@@ -32,9 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inputs", required=True, metavar="X.npz|X.npy",
                         help=".npz of arrays by input name, or .npy for a single-input model")
     parser.add_argument("--device", default="cpu", help="cpu or opencl (optionally :N)")
-    parser.add_argument("--memory-budget", default=None, metavar="SIZE",
+    parser.add_argument("--memory-budget", type=byte_size, default=None, metavar="SIZE",
                         help="refuse a model needing more than this, e.g. 64MB, 512k, 1.5GiB")
-    parser.add_argument("--batch-size", type=int, default=None, metavar="N",
+    parser.add_argument("--batch-size", type=positive_int, default=None, metavar="N",
                         help="rows per run: the size of symbolic batch dims (default: all "
                         "rows of the inputs in one run)")
     parser.add_argument("--outputs", metavar="OUT.npz", help="write the outputs by name")

@@ -12,16 +12,18 @@ import sys
 import time
 from typing import Any
 
+from portable.cli.arguments import nonnegative_int, positive_int
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="the .onnx file")
     parser.add_argument("--inputs", help=".npz file of inputs by name (default: random)")
     parser.add_argument("--outputs", help="write the outputs to this .npz file")
     parser.add_argument("--device", default="cpu", help="cpu, opencl, cuda (optionally :N)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs after the first")
-    parser.add_argument("--batch", type=int, default=1, help="size of symbolic dims of "
+    parser.add_argument("--repeat", type=nonnegative_int, default=3, help="timed runs after the first")
+    parser.add_argument("--batch", type=positive_int, default=1, help="size of symbolic dims of "
                         "random inputs")
-    parser.add_argument("--seed", type=int, default=0, help="seed of random inputs")
+    parser.add_argument("--seed", type=nonnegative_int, default=0, help="seed of random inputs")
     parser.add_argument("--optimize", choices=("none", "basic", "all"), default="all",
                         help="graph optimisation level (portable.passes.pipeline)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from portable.cli.arguments import nonnegative_float, nonnegative_int, positive_float, positive_int
+
 # Default epochs per model and learning rate per optimizer. With Adam and a cosine schedule
 # these reach 98-99% test accuracy on digits (seeds 0-3) in seconds to a minute on 2 cores.
 DEFAULT_EPOCHS = {"mlp": 10, "lenet": 12, "resnet-small": 10}
@@ -35,18 +37,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "Fashion-MNIST are read from IDX files in --data-dir")
     parser.add_argument("--data-dir", default=None, help="folder of the MNIST/Fashion-MNIST "
                         "IDX files (default ~/.portable/datasets/<dataset>)")
-    parser.add_argument("--epochs", type=int, default=None,
+    parser.add_argument("--epochs", type=positive_int, default=None,
                         help="total epochs (default: mlp 10, lenet 12, resnet-small 10)")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--optimizer", default="adam",
                         choices=("sgd", "nag", "adam", "adamw", "rmsprop", "adagrad"))
-    parser.add_argument("--lr", type=float, default=None,
+    parser.add_argument("--lr", type=positive_float, default=None,
                         help="base learning rate (default: adam 0.004, sgd 0.05, ...)")
-    parser.add_argument("--momentum", type=float, default=0.9, help="for sgd and nag")
-    parser.add_argument("--wd", type=float, default=0.0, help="weight decay")
+    parser.add_argument("--momentum", type=nonnegative_float, default=0.9, help="for sgd and nag")
+    parser.add_argument("--wd", type=nonnegative_float, default=0.0, help="weight decay")
     parser.add_argument("--lr-schedule", choices=("constant", "cosine", "step"),
                         default="cosine")
-    parser.add_argument("--warmup-steps", type=int, default=0)
+    parser.add_argument("--warmup-steps", type=nonnegative_int, default=0)
     parser.add_argument("--device", default="cpu",
                         help="cpu, opencl or cuda (optionally with an index: cuda:1)")
     parser.add_argument("--kvstore", default="local",
@@ -55,13 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="output folder (default runs/MODEL-DATASET)")
     parser.add_argument("--resume", action="store_true",
                         help="continue from the newest good checkpoint in OUT/checkpoints")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--checkpoint-every", type=int, default=1, help="epochs between "
+    parser.add_argument("--seed", type=nonnegative_int, default=0)
+    parser.add_argument("--checkpoint-every", type=positive_int, default=1, help="epochs between "
                         "checkpoints")
-    parser.add_argument("--checkpoint-steps", type=int, default=0,
+    parser.add_argument("--checkpoint-steps", type=nonnegative_int, default=0,
                         help="also checkpoint every N steps, mid-epoch (0: never)")
-    parser.add_argument("--keep", type=int, default=3, help="checkpoints to keep")
-    parser.add_argument("--patience", type=int, default=0,
+    parser.add_argument("--keep", type=positive_int, default=3, help="checkpoints to keep")
+    parser.add_argument("--patience", type=nonnegative_int, default=0,
                         help="early stopping on validation loss after N epochs (0: off)")
     parser.add_argument("--no-hybridize", action="store_true",
                         help="run the model imperatively instead of as a compiled graph")

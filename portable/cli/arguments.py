@@ -1,0 +1,89 @@
+"""Argument types for the command line: numbers and sizes checked at parse time.
+
+argparse's plain ``int`` and ``float`` accept what no command can use (``--epochs -2`` trains
+nothing and exits 0, ``--lr nan`` writes a bare NaN into the JSON summary, ``--batch-size 0``
+divides by zero later). Each type here refuses such a value while parsing, so the user gets
+argparse's usage line and one sentence naming the option's rule, with exit status 2.
+
+Example:
+    >>> parser = argparse.ArgumentParser()
+    >>> _ = parser.add_argument("--epochs", type=positive_int)
+    >>> parser.parse_args(["--epochs", "3"]).epochs
+    3
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Callable
+
+from portable.errors import PortableError
+from portable.sizes import parse_size
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def _real(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer of at least 1 (epochs, batch sizes, ranks)."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """An integer of at least 0 (seeds, step counts where 0 means off)."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number above 0 (learning rates, timeouts)."""
+    value = _real(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number of at least 0 (weight decay, momentum)."""
+    value = _real(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
+    return value
+
+
+def byte_size(text: str) -> int:
+    """A byte size such as ``64MB`` or ``1.5GiB`` (``portable.sizes.parse_size``)."""
+    try:
+        return parse_size(text)
+    except PortableError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def at_most(limit: int, kind: Callable[[str], int] = positive_int) -> Callable[[str], int]:
+    """``kind``, refusing values above ``limit`` (sizes that would be allocated)."""
+    def check(text: str) -> int:
+        value = kind(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"must be at most {limit}, got {text!r}")
+        return value
+    check.__name__ = kind.__name__
+    return check
