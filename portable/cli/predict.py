@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from portable.cli.arguments import byte_size, positive_int
+from portable.cli.outputs import check_output_path, save_outputs
 
 TOP_K = 5
 ROWS_SHOWN = 5  # rows of top-k classes printed per output (JSON has all rows)
@@ -115,18 +116,6 @@ def top_k(scores: Any, k: int = TOP_K) -> tuple[list, list]:
     return order.tolist(), np.take_along_axis(scores, order, axis=1).tolist()
 
 
-def _save_outputs(path: str, named: dict) -> None:
-    import io
-
-    import numpy as np
-
-    from portable.io.atomic import atomic_write_bytes
-
-    buffer = io.BytesIO()
-    np.savez(buffer, **named)
-    atomic_write_bytes(path, buffer.getvalue())
-
-
 def _describe(name: str, array: Any) -> dict:
     info: dict[str, Any] = {"name": name, "shape": list(array.shape), "dtype": array.dtype.name}
     if array.ndim == 2 and array.dtype.kind == "f" and array.shape[1] > 0:
@@ -139,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
     from portable.predict import Predictor, peak_resident_bytes
     from portable.sizes import format_bytes
 
+    if args.outputs:
+        check_output_path(args.outputs, [args.model, args.inputs])
     arrays = read_inputs(args.inputs)
     rows = next((len(a) for a in (arrays.values() if isinstance(arrays, dict) else [arrays])
                  if getattr(a, "ndim", 0)), 1)
@@ -157,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     finished = time.perf_counter()
     named = dict(zip(predictor.output_names, outputs))
     if args.outputs:
-        _save_outputs(args.outputs, named)
+        save_outputs(args.outputs, named)
     peak, source = peak_resident_bytes()
     report = {
         "model": str(args.model), "device": str(predictor.device),

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from portable.cli.arguments import nonnegative_int, positive_int
+from portable.cli.outputs import check_output_path, save_outputs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,18 +60,6 @@ def _load_inputs(path: str) -> dict:
         raise SerializationError(f"cannot read inputs {path}: {exc}") from exc
 
 
-def _save_outputs(path: str, outputs: dict) -> None:
-    import io
-
-    import numpy as np
-
-    from portable.io.atomic import atomic_write_bytes
-
-    buffer = io.BytesIO()
-    np.savez(buffer, **outputs)
-    atomic_write_bytes(path, buffer.getvalue())
-
-
 def _summary(array: Any) -> dict:
     import numpy as np
 
@@ -88,6 +77,8 @@ def _summary(array: Any) -> dict:
 def run(args: argparse.Namespace) -> int:
     from exporters.onnx import backend
 
+    if args.outputs:
+        check_output_path(args.outputs, [args.model, args.inputs])
     started = time.perf_counter()
     rep = backend.prepare(args.model, device=args.device, optimize=args.optimize)
     prepared = time.perf_counter()
@@ -103,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         times.append(time.perf_counter() - began)
     named = dict(zip(rep.output_names, outputs))
     if args.outputs:
-        _save_outputs(args.outputs, named)
+        save_outputs(args.outputs, named)
     times.sort()
     report = {
         "model": args.model, "device": args.device,
