@@ -158,6 +158,7 @@ def _node(reader: RecordReader, record: Any, index: int) -> Node:
                 tuple(reader.string_list(record, "outputs", where)), attrs, name)
     try:
         declaration.resolve_attrs(node)  # unknown or missing attributes
+        declaration.check_attr_kinds(node)  # "0" is not an int
         declaration.check_arity(node)
     except OpError as exc:
         raise SerializationError(f"{reader.source}: {exc}") from exc

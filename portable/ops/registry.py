@@ -57,6 +57,26 @@ class Attr:
             raise ValueError(f"attribute kind {self.kind!r} is not one of {ATTR_KINDS}")
 
 
+def _scalar_of_kind(value: Any, kind: str) -> bool:
+    if kind == "int":
+        return isinstance(value, (int, np.integer))  # bool is an int: flags are ints in ONNX
+    if kind == "float":
+        return isinstance(value, (int, float, np.integer, np.floating))
+    return isinstance(value, str)
+
+
+def _of_kind(value: Any, kind: str) -> bool:
+    """Whether ``value`` can stand for an attribute of ``kind`` (an ONNX attribute kind)."""
+    if kind == "tensor":
+        return isinstance(value, np.ndarray)
+    if kind in ("ints", "floats", "strings"):
+        if isinstance(value, np.ndarray):
+            return value.ndim == 1 and _scalar_of_kind(value.dtype.type(0), kind[:-1])
+        return isinstance(value, (list, tuple)) and all(
+            _scalar_of_kind(v, kind[:-1]) for v in value)
+    return _scalar_of_kind(value, kind)
+
+
 @dataclass(frozen=True)
 class OnnxSpec:
     """How the op maps to ONNX: the opset whose version of the op is our canonical form."""
@@ -130,6 +150,22 @@ class OpDef:
             else:
                 resolved[key] = spec.default
         return resolved
+
+    def check_attr_kinds(self, node: Node) -> None:
+        """Refuse attribute values that are not of their declared kind (a loader's check:
+        ``transB: "0"`` read from a file must not run as a true value).
+
+        Raises:
+            OpAttributeError: naming the node, the attribute, its kind and the value.
+        """
+        for key, value in node.attrs.items():
+            spec = self.attrs.get(key)
+            if spec is None or (value is None and spec.default is None):
+                continue
+            if not _of_kind(value, spec.kind):
+                raise OpAttributeError(
+                    f"node {node.name!r} (op {self.name}): attribute {key!r} must be "
+                    f"{spec.kind}, got {type(value).__name__} {value!r:.60}")
 
     def check_arity(self, node: Node) -> None:
         low, high = self.arity()

@@ -134,6 +134,13 @@ CORRUPTIONS = {
                            "node 'gemm': \"inputs\" must be a list of strings"),
     "unknown attribute": (_bad(["nodes", CONV, "attrs", "speed"], 3),
                           "node 'conv'.*unknown attribute.*speed"),
+    # a string where an int flag belongs would run as true: transB "0" as transB=1
+    "int attribute as string": (_bad(["nodes", GEMM, "attrs", "transB"], "0"),
+                                "node 'gemm'.*attribute 'transB' must be int, got str '0'"),
+    "float attribute as list": (_bad(["nodes", GEMM, "attrs", "alpha"], [1.0]),
+                                "node 'gemm'.*attribute 'alpha' must be float"),
+    "ints attribute as int": (_bad(["nodes", CONV, "attrs", "strides"], 1),
+                              "node 'conv'.*attribute 'strides' must be ints"),
     "bad tensor attribute": (_bad(["nodes", K16, "attrs", "value", "__tensor__", "data"], [1]),
                              "node 'k16'.*attribute 'value'.*holds 1 elements, not 2"),
     "tensor dtype": (_bad(["nodes", K16, "attrs", "value", "__tensor__", "dtype"], "float99"),
