@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from portable.errors import SerializationError
-from portable.io.atomic import atomic_write_bytes, atomic_write_text
+from portable.io.atomic import atomic_write_bytes, atomic_write_text, remove_stale_temporaries
 from portable.io.tensors import save_tensors, tensors_from_bytes
 
 log = logging.getLogger("portable.checkpoint")
@@ -96,6 +96,7 @@ class CheckpointManager:
         self.directory = Path(directory)
         self.prefix = prefix
         self.keep = keep
+        remove_stale_temporaries(self.directory)  # left by a run killed while it saved
 
     def _stem(self, epoch: int, step: int) -> str:
         return f"{self.prefix}-e{epoch:04d}-s{step:08d}"

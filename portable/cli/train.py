@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from portable.cli.arguments import nonnegative_float, nonnegative_int, positive_float, positive_int
+from portable.io.atomic import remove_stale_temporaries
 
 # Default epochs per model and learning rate per optimizer. With Adam and a cosine schedule
 # these reach 98-99% test accuracy on digits (seeds 0-3) in seconds to a minute on 2 cores.
@@ -115,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
     optimizer = args.optimizer
     lr = args.lr if args.lr is not None else DEFAULT_LR.get(optimizer, 0.01)
     out = Path(args.out or f"runs/{args.model}-{args.dataset}")
+    remove_stale_temporaries(out)  # left by a run killed while it wrote here
     device = _device(args.device)
 
     portable.random.seed(args.seed)

@@ -61,3 +61,39 @@ def test_the_file_gets_the_mode_of_a_plain_open(tmp_path) -> None:
     finally:
         os.umask(umask)
     assert (tmp_path / "a").stat().st_mode == (tmp_path / "b").stat().st_mode
+
+
+def test_temporaries_of_killed_writers_are_removed_and_live_ones_kept(tmp_path):
+    """A write killed mid-way leaves ``.<target>.<host>-<pid>.<random>.tmp``; opening the folder
+    again removes it when that process is gone, and keeps a live writer's, another host's and
+    every other file."""
+    import os
+    import subprocess
+    import sys
+
+    from portable.io.atomic import _host, remove_stale_temporaries
+    from portable.checkpoint import CheckpointManager
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = _host()
+    stale = tmp_path / f".ckpt.json.{host}-{gone.pid}.abc123.tmp"
+    live = tmp_path / f".ckpt.json.{host}-{os.getpid()}.def456.tmp"
+    elsewhere = tmp_path / f".ckpt.json.otherhost-{gone.pid}.ghi789.tmp"
+    mine = tmp_path / "notes.tmp"
+    for path in (stale, live, elsewhere, mine):
+        path.write_bytes(b"partial")
+    assert remove_stale_temporaries(tmp_path) == [stale]
+    assert not stale.exists() and live.exists() and elsewhere.exists() and mine.exists()
+    stale.write_bytes(b"partial")
+    CheckpointManager(tmp_path)  # a run that resumes here cleans up the same way
+    assert not stale.exists() and live.exists()
+
+
+def test_the_temporary_name_is_the_one_cleanup_recognises(tmp_path):
+    from portable.io.atomic import _TEMPORARY, atomic_path
+
+    with atomic_path(tmp_path / "w.safetensors") as tmp:
+        assert _TEMPORARY.match(tmp.name), tmp.name
+        tmp.write_bytes(b"x")
+    assert (tmp_path / "w.safetensors").read_bytes() == b"x"
