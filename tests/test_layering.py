@@ -19,14 +19,7 @@ EDGES = ("backends", "exporters")
 
 # Strongly connected groups of files that import each other today (paths from the repository
 # root). Strike a group when the redesign breaks it.
-KNOWN_CIRCLES: list[frozenset[str]] = [
-    # the OpenCL backend: array type, NumPy-like operators, C renderer and kernels in one knot
-    frozenset({"backends/opencl/allocator.py", "backends/opencl/arrayops.py",
-               "backends/opencl/codegen.py", "backends/opencl/families.py",
-               "backends/opencl/gemm.py", "backends/opencl/kernels/movement.py",
-               "backends/opencl/kernels/table.py", "backends/opencl/optable.py",
-               "backends/opencl/reduction.py"}),
-]
+KNOWN_CIRCLES: list[frozenset[str]] = []
 
 
 def _module_files() -> dict[str, Path]:

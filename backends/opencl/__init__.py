@@ -6,6 +6,20 @@ kernels are generated (elementwise, reductions) or hand-written (GEMM, convoluti
 normalisation, movement, recurrent cells, losses) and compiled once per device (programs are
 cached on disk between runs).
 
+Layers, each importing only those above it in this list (``tests/test_layering.py`` keeps the
+import graph free of circles):
+
+- ``device``, ``program_cache``, ``runtime``, ``scalars``: one device, its queue, compiled
+  programs, and how dtypes look in C;
+- ``allocator``: ``CLArray``, a typed strided view of a buffer, with host copies;
+- ``codegen`` (the elementwise op and its C rendering), then ``optable`` (the table of ops);
+- ``families``, then ``elementwise``: launching elementwise work, and the copies built on it;
+- ``gemm``, ``reduction``, ``gather``: the hand-written launches;
+- ``arrayops``: the array namespace (``backend.xp``) and CLArray's NumPy-like methods, which
+  this package attaches once at import (``arrayops.install_operators``); ``fallback``, the
+  opt-in CPU fallback;
+- ``kernels/``: one module per op family, registering the op kernels; then this package.
+
 Engine integration: all kernels of a device go to its one in-order queue; an op kernel
 enqueues its launches and waits once, for the last, before returning, so the engine op that
 called it completes only when the device has finished (``runtime`` explains the deferred
@@ -35,6 +49,18 @@ from portable.backend import Backend, Kernel
 from portable.device import Device
 from portable.errors import MissingDependencyError, MissingKernelError
 
+from backends.opencl import arrayops
+from backends.opencl.allocator import CLArray, arena, arena_view, empty, from_numpy, to_numpy
+from backends.opencl.device import CLDevice
+from backends.opencl.elementwise import assign
+from backends.opencl.fallback import FallbackRecorder
+from backends.opencl.kernels import kernels
+from backends.opencl.runtime import Runtime
+
+# CLArray is the bottom layer and imports nothing that computes; its copies, item assignment
+# and NumPy operators are attached here, once, before any array exists (see ``allocator``).
+arrayops.install_operators()
+
 ENV_FALLBACK = "PORTABLE_OPENCL_FALLBACK"
 
 
@@ -45,12 +71,9 @@ class OpenCLBackend(Backend):
 
     def __init__(self, device: Device, runtime: Any, kernels: dict[str, Kernel],
                  fallback: bool = False) -> None:
-        from backends.opencl.arrayops import ArrayNamespace
-        from backends.opencl.fallback import FallbackRecorder
-
         super().__init__(device, kernels)
         self.runtime = runtime
-        self.xp = ArrayNamespace(runtime)
+        self.xp = arrayops.ArrayNamespace(runtime)
         self.alignment = runtime.device.alignment
         self.fallback = FallbackRecorder(self) if fallback else None
         self._wrapped: dict[str, Kernel] = {}
@@ -103,33 +126,21 @@ class OpenCLBackend(Backend):
 
     # -- allocator -------------------------------------------------------------------------
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
-        from backends.opencl.allocator import empty
-
         return empty(self.runtime, shape, dtype)
 
     def arena(self, nbytes: int) -> Any:
-        from backends.opencl.allocator import arena
-
         return arena(self.runtime, nbytes)
 
     def view(self, arena: Any, offset: int, shape: tuple[int, ...], dtype: Any) -> Any:
-        from backends.opencl.allocator import arena_view
-
         return arena_view(arena, offset, shape, dtype)
 
     def from_numpy(self, array: np.ndarray) -> Any:
-        from backends.opencl.allocator import from_numpy
-
         return from_numpy(self.runtime, array)
 
     def to_numpy(self, array: Any) -> np.ndarray:
-        from backends.opencl.allocator import CLArray, to_numpy
-
         return to_numpy(array) if isinstance(array, CLArray) else np.asarray(array)
 
     def copy_into(self, dst: Any, src: Any) -> None:
-        from backends.opencl.arrayops import assign
-
         assign(dst, src)
 
     def synchronize(self) -> None:
@@ -149,10 +160,6 @@ def create_backend(device: Device, fallback: bool | None = None) -> OpenCLBacken
         raise MissingDependencyError(
             f"the OpenCL backend needs pyopencl ({exc}); install it with: "
             f"pip install 'portable[opencl]'") from exc
-    from backends.opencl.device import CLDevice
-    from backends.opencl.kernels import kernels
-    from backends.opencl.runtime import Runtime
-
     runtime = Runtime(CLDevice.open(device.device_id))
     if fallback is None:
         fallback = os.environ.get(ENV_FALLBACK, "0") not in ("", "0")

@@ -3,8 +3,14 @@
 A ``CLArray`` is (buffer, element offset, shape, element strides, dtype). Views — reshape of
 a contiguous array, transpose, basic slicing, the planner's views into one arena — share the
 buffer and differ only in offset and strides; kernels take buffer + offset, so no sub-buffer
-(and no sub-buffer alignment rule) is involved. Arithmetic operators, reductions and ``@`` are
-attached by ``backends.opencl.arrayops``, which runs them as generated kernels.
+(and no sub-buffer alignment rule) is involved.
+
+This module is the bottom of the backend's array layers: it knows buffers, views and host
+copies, and never imports what computes on the device. The methods that do (``copy``,
+``astype``, ``fill``, item assignment, advanced indexing, arithmetic operators, reductions,
+``@``) are attached by ``backends.opencl.arrayops.install_operators()``, which the package
+``__init__`` calls once, so they exist before any array does. (A strided view is made
+contiguous with ``copy`` before it is reshaped or read to the host.)
 
 Example:
     >>> x = from_numpy(runtime, np.arange(6.0).reshape(2, 3))  # doctest: +SKIP
@@ -173,50 +179,33 @@ class CLArray:
         return self._view(shape, strides, self.offset)
 
     def __getitem__(self, key: Any) -> "CLArray":
-        if _is_advanced(key):
-            from backends.opencl import arrayops
+        """A view for basic keys; ``install_operators()`` adds integer-array keys."""
+        return basic_getitem(self, key)
 
-            return arrayops.advanced_getitem(self, key)
-        shape, strides, offset = basic_index(self.shape, self.strides, self.offset, key)
-        return self._view(shape, strides, offset)
+    # -- device copies: attached by arrayops.install_operators() ------------------------------
+    # Declared here so that the array's interface reads in one place (and ``contiguous``
+    # below can call ``copy``); a call before the package ``__init__`` ran is a wiring bug.
+    def copy(self) -> "CLArray":
+        """A contiguous copy on the device."""
+        raise _not_installed("copy")
+
+    def astype(self, dtype: Any, copy: bool = True) -> "CLArray":
+        """A copy converted to ``dtype`` (this array when ``copy=False`` and dtypes match)."""
+        raise _not_installed("astype")
+
+    def fill(self, value: Any) -> None:
+        """Set every element to ``value``."""
+        raise _not_installed("fill")
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        from backends.opencl import arrayops
+        raise _not_installed("__setitem__")
 
-        if _is_advanced(key):
-            arrayops.advanced_setitem(self, key, value)
-            return
-        target = self if _selects_all(key) else self[key]
-        arrayops.assign(target, value)
-
-    # -- copies ------------------------------------------------------------------------------
     def contiguous(self) -> "CLArray":
         """This array when its elements lie in row-major order, else a contiguous copy (what
         a kernel indexing by flat offsets needs)."""
         return self if self.is_contiguous else self.copy()
 
-    def copy(self) -> "CLArray":
-        from backends.opencl import arrayops
-
-        out = empty(self.runtime, self.shape, self.dtype)
-        arrayops.assign(out, self)
-        return out
-
-    def astype(self, dtype: Any, copy: bool = True) -> "CLArray":
-        from backends.opencl import arrayops
-
-        dtype = np.dtype(dtype)
-        if dtype == self.dtype and not copy:
-            return self
-        out = empty(self.runtime, self.shape, dtype)
-        arrayops.assign(out, self)
-        return out
-
-    def fill(self, value: Any) -> None:
-        from backends.opencl import arrayops
-
-        arrayops.assign(self, value)
-
+    # -- host copies -----------------------------------------------------------------------
     def get(self) -> np.ndarray:
         """A host copy (waits for pending writes: the copy is queued behind them)."""
         return to_numpy(self)
@@ -240,15 +229,15 @@ class CLArray:
         return int(self.item())
 
 
-def _is_advanced(key: Any) -> bool:
-    parts = key if isinstance(key, tuple) else (key,)
-    return any(isinstance(k, (CLArray, np.ndarray, list)) for k in parts)
+def _not_installed(method: str) -> BackendError:
+    return BackendError(f"CLArray.{method} is attached by backends.opencl.arrayops."
+                        f"install_operators(), which importing backends.opencl runs")
 
 
-def _selects_all(key: Any) -> bool:
-    if key is Ellipsis or key == ():
-        return True
-    return isinstance(key, slice) and key == slice(None)
+def basic_getitem(array: CLArray, key: Any) -> CLArray:
+    """``array[key]`` for basic keys (ints, slices, None, ...): a view sharing the buffer."""
+    shape, strides, offset = basic_index(array.shape, array.strides, array.offset, key)
+    return array._view(shape, strides, offset)
 
 
 def basic_index(shape: Sequence[int], strides: Sequence[int], offset: int,
@@ -311,32 +300,23 @@ def from_numpy(runtime: Any, host: Any) -> CLArray:
     """A device copy of a host array (the upload completes before this returns)."""
     host = np.require(np.asarray(host), requirements="C")  # keeps 0-d arrays 0-d
     out = empty(runtime, host.shape, host.dtype)
-    _upload(out, host)
+    upload(out, host)
     runtime.remember(out, host)
     return out
 
 
-def _upload(target: CLArray, host: np.ndarray) -> None:
+def upload(target: CLArray, host: np.ndarray) -> None:
+    """Copy ``host`` (C-contiguous, of the target's shape and dtype) into a contiguous
+    ``target``; the copy completes before this returns."""
     import pyopencl as cl
 
     target.runtime.touch(target)
     if host.nbytes:
-        with runtime_lock(target.runtime):
+        with target.runtime.lock:
             event = cl.enqueue_copy(target.runtime.queue, target.buffer, host,
                                     dst_offset=target.offset * target.itemsize,
                                     is_blocking=True)
         target.runtime.record(event)
-
-
-def upload_into(target: CLArray, host: Any) -> None:
-    """Copy host data (broadcast and converted to the target's dtype) into ``target``."""
-    host = np.asarray(host)
-    if host.shape == target.shape and target.is_contiguous:
-        _upload(target, np.require(host, dtype=target.dtype, requirements="C"))
-        return
-    from backends.opencl import arrayops
-
-    arrayops.assign(target, from_numpy(target.runtime, host.astype(target.dtype, copy=False)))
 
 
 def host_value(array: CLArray) -> np.ndarray:
@@ -356,16 +336,12 @@ def to_numpy(array: CLArray) -> np.ndarray:
     source = array.contiguous()
     host = np.empty(array.shape, array.dtype)
     if host.nbytes:
-        with runtime_lock(source.runtime):
+        with source.runtime.lock:
             event = cl.enqueue_copy(source.runtime.queue, host, source.buffer,
                                     src_offset=source.offset * source.itemsize,
                                     is_blocking=True)
         source.runtime.record(event)
     return host
-
-
-def runtime_lock(runtime: Any):
-    return runtime._lock
 
 
 def arena(runtime: Any, nbytes: int) -> CLArray:

@@ -6,6 +6,9 @@ broadcasting and ``out=`` come from the op table (``optable.TABLE``), reductions
 ``reduction``, ``matmul`` from ``gemm``. Host data given to a function is uploaded; a function
 never silently runs on the host.
 
+The NumPy-like methods of ``CLArray`` itself are attached by ``install_operators()``, which
+the package ``__init__`` calls once (``allocator`` explains why).
+
 Example:
     >>> xp = ArrayNamespace(runtime)                         # doctest: +SKIP
     >>> y = xp.clip(xp.asarray([-2.0, 0.5, 3.0]), -1, 1)     # doctest: +SKIP
@@ -19,96 +22,48 @@ import numpy as np
 
 from portable.errors import BackendError
 
-from backends.opencl import allocator
-from backends.opencl.allocator import CLArray, empty
-from backends.opencl.codegen import Step, run_elementwise
+from backends.opencl.allocator import CLArray, basic_getitem, empty, from_numpy, to_numpy
+from backends.opencl.elementwise import (apply, assign, astype, copy, device_operand,
+                                         upload_into)
+from backends.opencl.gather import gather_axis
 from backends.opencl.gemm import gemm
-from backends.opencl.optable import TABLE
 from backends.opencl.reduction import reduce
-
-
-def _operand(value: Any, runtime: Any) -> Any:
-    """CLArrays and host scalars pass through; host arrays are uploaded."""
-    if isinstance(value, CLArray):
-        return value
-    if isinstance(value, np.ndarray) and value.ndim:
-        return allocator.from_numpy(runtime, value)
-    if isinstance(value, (list, tuple)):
-        return allocator.from_numpy(runtime, np.asarray(value))
-    if isinstance(value, np.ndarray):
-        return value[()]
-    return value
-
-
-def _runtime(*values: Any) -> Any:
-    for value in values:
-        if isinstance(value, CLArray):
-            return value.runtime
-    raise BackendError("an OpenCL array function needs at least one device array")
-
-
-def apply(op_name: str, *operands: Any, out: CLArray | None = None, dtype: Any = None,
-          params: Sequence[float] = ()) -> CLArray:
-    """Run table op ``op_name`` elementwise (broadcasting) into ``out`` (or a new array)."""
-    runtime = _runtime(out, *operands)
-    values = [_operand(v, runtime) for v in operands]
-    op = TABLE[op_name]
-    step = Step(op, tuple(("in", k) for k in range(len(values))), tuple(params))
-    given = [out.dtype if out is not None else dtype]
-    if dtype is not None and out is None and op.result != "given":
-        result = run_elementwise([step], values, [None], runtime=runtime)[0]
-        return result if result.dtype == np.dtype(dtype) else result.astype(dtype)
-    return run_elementwise([step], values, [out], given, runtime=runtime)[0]
-
-
-def assign(target: CLArray, value: Any) -> None:
-    """``target[...] = value``: broadcast, converted to the target's dtype."""
-    if isinstance(value, np.ndarray) and value.ndim:
-        allocator.upload_into(target, value)
-        return
-    if isinstance(value, CLArray) and value.runtime is not target.runtime:
-        value = allocator.from_numpy(target.runtime, allocator.to_numpy(value))
-    if target.size == 0:
-        return
-    if isinstance(value, CLArray) and value.buffer is target.buffer and value.dtype == \
-            target.dtype and (value.offset, value.strides, value.shape) == \
-            (target.offset, target.strides, target.shape):
-        return  # the array itself (an op computed in place)
-    if isinstance(value, CLArray) and _plain_copy(target, value):
-        import pyopencl as cl
-
-        target.runtime.touch(target)
-        with target.runtime._lock:
-            event = cl.enqueue_copy(target.runtime.queue, target.buffer, value.buffer,
-                                    byte_count=value.nbytes,
-                                    src_offset=value.offset * value.itemsize,
-                                    dst_offset=target.offset * target.itemsize)
-        target.runtime.record(event)
-        return
-    apply("Cast", value, out=target)
-
-
-def _plain_copy(target: CLArray, value: CLArray) -> bool:
-    if not (value.dtype == target.dtype and value.shape == target.shape
-            and value.is_contiguous and target.is_contiguous):
-        return False
-    if value.buffer is not target.buffer:
-        return True
-    start, stop = value.offset, value.offset + value.size
-    return stop <= target.offset or target.offset + target.size <= start
 
 
 # -- advanced indexing -------------------------------------------------------------------------
 
 
+def is_advanced(key: Any) -> bool:
+    """Whether ``key`` indexes with arrays (NumPy's advanced indexing)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(k, (CLArray, np.ndarray, list)) for k in parts)
+
+
+def _selects_all(key: Any) -> bool:
+    if key is Ellipsis or key == ():
+        return True
+    return isinstance(key, slice) and key == slice(None)
+
+
+def getitem(x: CLArray, key: Any) -> CLArray:
+    """``x[key]``: a view for basic keys, a gathered copy for an integer array."""
+    return advanced_getitem(x, key) if is_advanced(key) else basic_getitem(x, key)
+
+
+def setitem(x: CLArray, key: Any, value: Any) -> None:
+    """``x[key] = value`` (broadcast, converted to x's dtype)."""
+    if is_advanced(key):
+        advanced_setitem(x, key, value)
+        return
+    assign(x if _selects_all(key) else basic_getitem(x, key), value)
+
+
 def advanced_getitem(x: CLArray, key: Any) -> CLArray:
     """``x[index_array]`` along axis 0 (the only advanced form the engine uses)."""
-    from backends.opencl.kernels.movement import gather_axis
-
     if isinstance(key, tuple):
         raise BackendError("advanced indexing on OpenCL arrays supports one integer array "
                            "along axis 0")
-    index = _operand(np.asarray(key) if isinstance(key, list) else key, x.runtime)
+    index = device_operand(np.asarray(key) if isinstance(key, list) else key, x.runtime)
     if index.dtype.kind not in "iu":
         raise BackendError(f"array indices must be integers, got {index.dtype}")
     out = empty(x.runtime, index.shape + x.shape[1:], x.dtype)
@@ -117,12 +72,13 @@ def advanced_getitem(x: CLArray, key: Any) -> CLArray:
 
 
 def advanced_setitem(x: CLArray, key: Any, value: Any) -> None:
-    host = allocator.to_numpy(x)
-    key = tuple(allocator.to_numpy(k) if isinstance(k, CLArray) else k
+    """``x[index_arrays] = value``, through a host copy (the engine never needs it fast)."""
+    host = to_numpy(x)
+    key = tuple(to_numpy(k) if isinstance(k, CLArray) else k
                 for k in (key if isinstance(key, tuple) else (key,)))
-    host[key if len(key) > 1 else key[0]] = allocator.to_numpy(value) \
+    host[key if len(key) > 1 else key[0]] = to_numpy(value) \
         if isinstance(value, CLArray) else value
-    allocator.upload_into(x, host)
+    upload_into(x, host)
 
 
 # -- operators ---------------------------------------------------------------------------------
@@ -131,7 +87,7 @@ def advanced_setitem(x: CLArray, key: Any, value: Any) -> None:
 def _binary(op_name: str, reverse: bool = False):
     def method(self: CLArray, other: Any) -> Any:
         if isinstance(other, (list, tuple)) or (isinstance(other, np.ndarray) and other.ndim):
-            other = _operand(np.asarray(other), self.runtime)
+            other = device_operand(np.asarray(other), self.runtime)
         return apply(op_name, other, self) if reverse else apply(op_name, self, other)
     return method
 
@@ -190,7 +146,8 @@ def matmul(a: CLArray, b: CLArray, out: CLArray | None = None) -> CLArray:
     view = target.reshape(shape) if target.is_contiguous else None
     if view is None or a2.dtype != target.dtype or b2.dtype != target.dtype:
         result = empty(a.runtime, shape, target.dtype)
-        gemm(a2.astype(target.dtype, copy=False), b2.astype(target.dtype, copy=False), result)
+        gemm(astype(a2, target.dtype, copy=False), astype(b2, target.dtype, copy=False),
+             result)
         assign(target, result.reshape(final))
     else:
         gemm(a2, b2, view)
@@ -198,7 +155,18 @@ def matmul(a: CLArray, b: CLArray, out: CLArray | None = None) -> CLArray:
 
 
 def install_operators() -> None:
-    """NumPy's operators and reduction methods on CLArray."""
+    """Attach to CLArray the methods that compute on the device: copies, item assignment,
+    advanced indexing, NumPy's operators and reduction methods.
+
+    CLArray sits below every module that computes (``allocator``), so it cannot import them;
+    they are attached here instead, once, by the package ``__init__``. Running it again
+    attaches the same functions (harmless).
+    """
+    CLArray.copy = copy
+    CLArray.astype = astype
+    CLArray.fill = assign
+    CLArray.__getitem__ = getitem
+    CLArray.__setitem__ = setitem
     pairs = {"add": "Add", "sub": "Sub", "mul": "Mul", "truediv": "Div", "pow": "Pow"}
     for dunder, op in pairs.items():
         setattr(CLArray, f"__{dunder}__", _binary(op))
@@ -213,8 +181,8 @@ def install_operators() -> None:
     CLArray.__abs__ = _unary("Abs")
     CLArray.__pos__ = lambda self: self
     CLArray.__invert__ = _unary("Not")
-    CLArray.__matmul__ = lambda self, other: matmul(self, _operand(other, self.runtime))
-    CLArray.__rmatmul__ = lambda self, other: matmul(_operand(other, self.runtime), self)
+    CLArray.__matmul__ = lambda self, other: matmul(self, device_operand(other, self.runtime))
+    CLArray.__rmatmul__ = lambda self, other: matmul(device_operand(other, self.runtime), self)
     for name in ("sum", "mean", "max", "min", "prod"):
         setattr(CLArray, name, _reduction(name))
     CLArray.any = _any
@@ -222,8 +190,6 @@ def install_operators() -> None:
     CLArray.argmax = _arg("argmax")
     CLArray.argmin = _arg("argmin")
 
-
-install_operators()
 
 
 # -- the namespace ------------------------------------------------------------------------------
@@ -286,10 +252,10 @@ class ArrayNamespace:
         if isinstance(value, CLArray):
             return value if dtype is None else value.astype(dtype, copy=False)
         host = np.asarray(value, dtype=dtype)
-        return allocator.from_numpy(self.runtime, host)
+        return from_numpy(self.runtime, host)
 
     def arange(self, *args: Any, dtype: Any = None) -> CLArray:
-        return allocator.from_numpy(self.runtime, np.arange(*args, dtype=dtype))
+        return from_numpy(self.runtime, np.arange(*args, dtype=dtype))
 
     def ascontiguousarray(self, x: CLArray) -> CLArray:
         return x.contiguous()

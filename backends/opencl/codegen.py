@@ -1,21 +1,19 @@
-"""Elementwise and fused-elementwise kernels, generated from a table of op -> C expression.
+"""The C renderer of elementwise work: the op description and the OpenCL C it becomes.
 
-Stages of ``run_elementwise``:
-1. Types: each step of the (possibly fused) expression gets a result dtype from its op's rule
-   (NumPy promotion with Python scalars weak, bool for comparisons, ...).
-2. Layout: operands are broadcast (stride-0 views) to the output shape, then axes that are
-   contiguous for every operand are merged, so most calls become 1-D.
-3. Layout variant: ``flat`` when the output is contiguous and every operand contiguous or a
-   single element (a work-item takes ``runtime.per_item`` consecutive elements: CPU runtimes
-   pay per work-item), else ``strided`` (a work-item decodes its row over up to 8 outer axes
-   once, then walks up to CHUNK elements of the innermost axis). Shapes, strides and
-   attribute values are kernel arguments, never part of the source, so one compiled kernel
-   serves every shape.
-4. A single table op runs its *family* kernel (``families``: one program per type signature
-   switching over every op); a fused expression gets a program of its own (both layouts),
-   looked up by its signature (ops, dtypes).
+An ``EwOp`` is one elementwise op as a C expression (the table of them is ``optable``); a
+``Step`` applies one to operands or earlier steps, and a list of steps (built with ``Fused``)
+is one fused expression. This module gives each step its dtype (NumPy promotion with Python
+scalars weak, bool for comparisons, ...) and renders the program of an expression
+(``elementwise_source``) with the layout code that ``families`` shares:
 
-Operands that alias the output with another layout are copied first (NumPy's overlap rule).
+- ``flat`` when the output is contiguous and every operand contiguous or a single element (a
+  work-item takes ``runtime.per_item`` consecutive elements: CPU runtimes pay per work-item);
+- ``strided`` otherwise (a work-item decodes its row over up to 8 outer axes once, then walks
+  up to CHUNK elements of the innermost axis).
+
+Shapes, strides and attribute values are kernel arguments, never part of the source, so one
+compiled kernel serves every shape. Launching is ``elementwise.run_elementwise``; this module
+knows no device array.
 """
 from __future__ import annotations
 
@@ -28,11 +26,15 @@ import numpy as np
 
 from portable.errors import BackendError
 
-from backends.opencl.allocator import CLArray, contiguous_strides, empty
 from backends.opencl.scalars import CType, ctype, preamble
 
 MAX_RANK = 8
 _LITERAL = re.compile(r"L\((-?[0-9.]+(?:e-?[0-9]+)?)\)")
+
+
+def literals(template: str, compute: CType) -> str:
+    """``template`` with each ``L(0.5)`` written as a C literal of the ``compute`` type."""
+    return _LITERAL.sub(lambda m: compute.literal(float(m.group(1))), template)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,10 @@ class Step:
 
 
 @dataclass
-class _Operand:
+class Operand:
+    """One operand of an elementwise launch as the renderer sees it (filled in by
+    ``elementwise.run_elementwise``)."""
+
     value: Any                 # a CLArray or a host scalar
     is_array: bool
     dtype: np.dtype | None = None
@@ -90,7 +95,7 @@ def _weak(value: Any) -> Any:
     return value
 
 
-def _step_dtypes(steps: Sequence[Step], operands: Sequence[_Operand],
+def step_dtypes(steps: Sequence[Step], operands: Sequence[Operand],
                  out_dtypes: Sequence[np.dtype | None]) -> list[np.dtype]:
     """The result dtype of every step (the last ones may be fixed by their outputs)."""
     types: list[np.dtype] = []
@@ -126,7 +131,7 @@ def _as_dtype(value: Any) -> np.dtype:
     return value if isinstance(value, np.dtype) else np.result_type(value)
 
 
-def _compute_dtype(steps, operands, types, j) -> np.dtype:
+def compute_dtype(steps, operands, types, j) -> np.dtype:
     """The dtype the promoted operands of step ``j`` are computed in."""
     step = steps[j]
     if step.op.result != "bool":
@@ -167,126 +172,6 @@ def collapse(shape: Sequence[int], strides_list: Sequence[Sequence[int]]):
     return new_shape, new_strides
 
 
-def _overlaps(a: CLArray, b: CLArray) -> bool:
-    """Whether two views of one buffer may touch the same elements with different layouts."""
-    same = a.offset == b.offset and a.strides == b.strides and a.shape == b.shape
-    if a.buffer is not b.buffer or same:
-        return False
-
-    def span(x):
-        low = x.offset + sum(min(0, (d - 1) * s) for d, s in zip(x.shape, x.strides))
-        high = x.offset + sum(max(0, (d - 1) * s) for d, s in zip(x.shape, x.strides))
-        return low, high
-    (la, ha), (lb, hb) = span(a), span(b)
-    return a.size > 0 and b.size > 0 and la <= hb and lb <= ha
-
-
-def run_elementwise(steps: Sequence[Step], operands: Sequence[Any],
-                    outs: Sequence[CLArray | None], out_dtypes: Sequence[Any] = (),
-                    runtime: Any = None) -> list[CLArray]:
-    """Evaluate fused ``steps`` over ``operands``; the last ``len(outs)`` steps are written to
-    ``outs`` (allocated when None). Returns the output arrays."""
-    ops = [_Operand(v, isinstance(v, CLArray)) for v in operands]
-    for operand in ops:
-        if isinstance(operand.value, np.ndarray) and operand.value.ndim:
-            raise BackendError("host arrays must be uploaded before an elementwise op")
-        if operand.is_array:
-            operand.dtype = operand.value.dtype
-            runtime = runtime or operand.value.runtime
-    given = [o.dtype if o is not None else (np.dtype(d) if d is not None else None)
-             for o, d in zip(outs, list(out_dtypes) + [None] * len(outs))]
-    for out in outs:
-        if out is not None:
-            runtime = runtime or out.runtime
-    if runtime is None:
-        raise BackendError("an elementwise op needs at least one device array")
-    types = _step_dtypes(steps, ops, given)
-    arrays = [o.value for o in ops if o.is_array]
-    shape = broadcast_shapes([a.shape for a in arrays])
-    results = []
-    for k, out in enumerate(outs):
-        if out is None:
-            out = empty(runtime, shape, types[len(steps) - len(outs) + k])
-        elif broadcast_shapes([out.shape, shape]) != out.shape:
-            raise BackendError(f"cannot write a {shape} result into an array of {out.shape}")
-        results.append(out)
-    for out in results:
-        runtime.touch(out)
-    shape = results[0].shape
-    if results[0].size == 0:
-        return results
-    for operand in ops:
-        if operand.is_array and any(_overlaps(operand.value, r) for r in results):
-            operand.value = operand.value.copy()
-    views = [r for r in results] + [o.value.broadcast_to(shape) for o in ops if o.is_array]
-    dims, strides = collapse(shape, [v.strides for v in views])
-    flat = all(s == list(contiguous_strides(dims)) for s in strides[:len(results)]) and all(
-        s == list(contiguous_strides(dims)) or not any(s) for s in strides[len(results):])
-    if len(dims) > MAX_RANK:
-        raise BackendError(f"elementwise over {len(dims)} non-mergeable axes (at most "
-                           f"{MAX_RANK})")
-    k = len(results)
-    for operand in (o for o in ops if o.is_array):
-        view = views[k]
-        operand.offset, operand.strides = view.offset, tuple(strides[k])
-        operand.mode = ("c" if any(strides[k]) else "b") if flat else "s"
-        k += 1
-    family = _family_op(steps, ops, types, results)
-    if family is not None:
-        from backends.opencl.families import run_family
-
-        run_family(runtime, family, steps[0].params, ops, types[0], results[0], dims,
-                   strides, flat)
-        return results
-    signature = (tuple((s.op.name, s.args, len(s.params)) for s in steps),
-                 tuple(o.dtype.name if o.is_array else None for o in ops),
-                 tuple(t.name for t in types), tuple(r.dtype.name for r in results), flat)
-    kernel = _kernel(runtime, signature, steps, ops, types, [r.dtype for r in results], flat)
-    count = -(-results[0].size // runtime.per_item)
-    if not flat:
-        count, head, per_array = strided_layout(dims, strides)
-    args: list[Any] = [np.int32(results[0].size if flat else count)] + ([] if flat else head)
-    for k, out in enumerate(results):
-        args += [out.buffer, np.int32(out.offset)]
-        if not flat:
-            args += per_array[k]
-    compute = [ctype(_compute_dtype(steps, ops, types, j)) for j in range(len(steps))]
-    scalar_types = _operand_ctypes(steps, ops, types)
-    k = len(results)
-    for i, operand in enumerate(ops):
-        if operand.is_array:
-            args += [operand.value.buffer, np.int32(operand.offset)]
-            args += [np.int32(1 if operand.mode == "c" else 0)] if flat else per_array[k]
-            k += 1
-        else:
-            args.append(scalar_types[i].scalar(operand.value))
-    for j, step in enumerate(steps):
-        args += [compute[j].scalar(p) for p in step.params]
-    runtime.launch1d(kernel, count, *args)
-    return results
-
-
-def _family_op(steps, ops, types, results):
-    """The op when this call can use a shared family kernel (one op over operands in order,
-    all converted to one compute type), else None."""
-    if len(steps) != 1 or len(results) != 1:
-        return None
-    step = steps[0]
-    op = step.op
-    if step.args != tuple(("in", k) for k in range(len(ops))):
-        return None
-    from backends.opencl.optable import TABLE
-
-    if TABLE.get(op.name) is not op:
-        return None
-    if op.name == "Cast":  # a same-type copy (or a fill) is the family's Identity
-        source = ops[0].dtype if ops[0].is_array else None
-        return "Identity" if source in (None, results[0].dtype) else None
-    if op.result not in ("promote", "bool", "first"):
-        return None
-    return op.name
-
-
 CHUNK = 32  # elements of the innermost axis one work-item of a strided kernel walks
 
 
@@ -325,15 +210,15 @@ def strided_layout(dims: Sequence[int], strides: Sequence[Sequence[int]]):
     strides = [list(s) or [0] for s in strides]
     inner, segs = dims[-1], -(-dims[-1] // CHUNK)
     rows = math.prod(dims[:-1])
-    head = [np.int32(len(dims) - 1), _int8(dims[:-1]), np.int32(segs), np.int32(inner)]
-    per_array = [(_int8(s[:-1]), np.int32(s[-1])) for s in strides]
+    head = [np.int32(len(dims) - 1), int8_arg(dims[:-1]), np.int32(segs), np.int32(inner)]
+    per_array = [(int8_arg(s[:-1]), np.int32(s[-1])) for s in strides]
     return rows * segs, head, per_array
 
 
 _INT8_CACHE: dict[tuple, Any] = {}
 
 
-def _int8(values: Sequence[int]) -> Any:
+def int8_arg(values: Sequence[int]) -> Any:
     """An OpenCL ``int8`` kernel argument (unused lanes 0). Cached: arguments are read-only."""
     key = tuple(values)
     hit = _INT8_CACHE.get(key)
@@ -347,27 +232,17 @@ def _int8(values: Sequence[int]) -> Any:
     return hit
 
 
-def _operand_ctypes(steps, ops, types) -> list[CType]:
+def operand_ctypes(steps, ops, types) -> list[CType]:
     """The C type a scalar operand is passed as: the compute type of its first use."""
     result: list[CType | None] = [None] * len(ops)
     for j, step in enumerate(steps):
         chosen = step.op.promote if step.op.promote is not None else range(step.op.arity)
         for k, (kind, index) in enumerate(step.args):
             if kind == "in" and result[index] is None and not ops[index].is_array:
-                dtype = _compute_dtype(steps, ops, types, j) if k in chosen else \
+                dtype = compute_dtype(steps, ops, types, j) if k in chosen else \
                     _as_dtype(_weak(ops[index].value))
                 result[index] = ctype(dtype)
     return [r or ctype(np.float32) for r in result]
-
-
-def _kernel(runtime, signature, steps, ops, types, out_dtypes, flat):
-    memo = runtime.__dict__.setdefault("_ew_kernels", {})
-    kernels = memo.get(signature)
-    if kernels is None:
-        source = elementwise_source(steps, ops, types, out_dtypes, runtime.per_item)
-        kernels = memo[signature] = (runtime.kernel(source, "ew_flat"),
-                                     runtime.kernel(source, "ew_strided"))
-    return kernels[0] if flat else kernels[1]
 
 
 def elementwise_source(steps, ops, types, out_dtypes, per: int = 1) -> str:
@@ -376,8 +251,8 @@ def elementwise_source(steps, ops, types, out_dtypes, per: int = 1) -> str:
     last ``len(out_dtypes)`` steps are stored, converted to the outputs' dtypes."""
     n_out = len(out_dtypes)
     out_types = [ctype(t) for t in out_dtypes]
-    scalar_types = _operand_ctypes(steps, ops, types)
-    compute = [ctype(_compute_dtype(steps, ops, types, j)) for j in range(len(steps))]
+    scalar_types = operand_ctypes(steps, ops, types)
+    compute = [ctype(compute_dtype(steps, ops, types, j)) for j in range(len(steps))]
     helpers, lines = [], []
     for i, operand in enumerate(ops):
         if operand.is_array:
@@ -399,8 +274,7 @@ def elementwise_source(steps, ops, types, out_dtypes, per: int = 1) -> str:
                 src_dtype = ops[index].dtype if kind == "in" and ops[index].is_array else (
                     types[index] if kind == "t" else scalar_types[index].dtype)
                 arg_types.append(ctype(src_dtype))
-        template = _LITERAL.sub(lambda m: compute[j].literal(float(m.group(1))),
-                                op.template(arg_types))
+        template = literals(op.template(arg_types), compute[j])
         expr = template.format(*names, **{p: f"p{j}_{p}" for p in op.params})
         result = ctype(types[j])
         lines.append(f"const {result.compute} t{j} = ({result.compute})({expr});")
@@ -467,10 +341,3 @@ class Fused:
             raise BackendError(f"{op.name} takes {op.arity} operands, got {len(args)}")
         self.steps.append(Step(op, tuple(args), tuple(params)))
         return ("t", len(self.steps) - 1)
-
-
-def run_expression(op: EwOp, operands: Sequence[Any], out: CLArray | None = None,
-                   params: Sequence[float] = (), dtype: Any = None) -> CLArray:
-    """One op (typically a kernel's own multi-operand expression) over ``operands``."""
-    step = Step(op, tuple(("in", k) for k in range(len(operands))), tuple(params))
-    return run_elementwise([step], operands, [out], [dtype])[0]

@@ -14,6 +14,10 @@ from typing import Any
 import numpy as np
 
 from portable.backend import KernelContext
+from portable.device import cpu
+
+from backends.opencl.allocator import CLArray, to_numpy
+from backends.opencl.elementwise import assign
 
 
 class FallbackRecorder:
@@ -26,15 +30,10 @@ class FallbackRecorder:
         self.bytes_copied = 0
 
     def kernel(self, op: str):
-        from portable.device import cpu
-
         host_backend = cpu().backend
         host_kernel = host_backend.kernel(op)  # MissingKernelError if NumPy lacks it too
 
         def run(ctx, inputs, outputs, attrs):
-            from backends.opencl.allocator import CLArray, to_numpy
-            from backends.opencl.arrayops import assign
-
             copied = 0
             host_in = []
             for x in inputs:

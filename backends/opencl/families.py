@@ -11,7 +11,7 @@ are kernel arguments; the branch is uniform across work-items, so it costs nothi
 measurable (compilers unswitch it out of the loop). Operands may be arrays or host scalars
 (a flag chooses), so scalar/array mixes share the kernel too. The flat and strided layouts
 are two kernels of one program. Fused multi-op expressions get a kernel of their own
-(``codegen``).
+(``codegen``). ``elementwise.run_elementwise`` chooses between the two.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from backends.opencl.codegen import (_LITERAL, _int8, flat_index, strided_index,
+from backends.opencl.codegen import (flat_index, int8_arg, literals, strided_index,
                                      strided_layout)
 from backends.opencl.optable import TABLE
 from backends.opencl.scalars import CType, ctype, preamble
@@ -80,8 +80,7 @@ def _family_kernel(arity, storages, compute, out, flat, per) -> str:
     values = {}
     for code, name in enumerate(family_ops(arity, compute)):
         op = TABLE[name]
-        template = _LITERAL.sub(lambda m: compute.literal(float(m.group(1))),
-                                op.template([compute] * arity))
+        template = literals(op.template([compute] * arity), compute)
         values[code] = (name, template.format(*[f"v{i}" for i in range(arity)],
                                               **{p: f"p{j}" for j, p in enumerate(op.params)}))
     store = out.store("y", "y_i", "t")
@@ -116,7 +115,7 @@ def run_family(runtime: Any, op_name: str, op_params: Sequence[float], ops, step
         compute = ctype(out.dtype)
     storages = [ctype(o.dtype) if o.is_array else compute for o in ops]
     key = (len(ops), tuple(c.dtype for c in storages), compute.dtype, out.dtype, flat)
-    memo = runtime.__dict__.setdefault("_family_kernels", {})
+    memo = runtime.memo("family_kernels")
     entry = memo.get(key)
     if entry is None:
         source = family_source(len(ops), storages, compute, ctype(out.dtype),
@@ -139,7 +138,7 @@ def run_family(runtime: Any, op_name: str, op_params: Sequence[float], ops, step
             k += 1
         else:
             args += [out.buffer, np.int32(0)]
-            args += [np.int32(0)] if flat else [_int8(()), np.int32(0)]
+            args += [np.int32(0)] if flat else [int8_arg(()), np.int32(0)]
             args += [compute.scalar(operand.value), np.int32(1)]
     params = list(op_params) + [0.0] * (_PARAMS - len(op_params))
     args += [np.int32(codes[op_name])] + [compute.scalar(p) for p in params]

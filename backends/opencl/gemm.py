@@ -27,7 +27,7 @@ import numpy as np
 from portable.errors import BackendError
 
 from backends.opencl.allocator import CLArray, empty
-from backends.opencl.codegen import MAX_RANK, _int8, collapse
+from backends.opencl.codegen import MAX_RANK, collapse, int8_arg
 from backends.opencl.scalars import ctype, preamble
 
 
@@ -138,7 +138,7 @@ __kernel void gemm(const int M, const int N, const int K,
 
 def gemm_kernels(runtime: Any, dtype: np.dtype):
     """The (pack, gemm) kernels of ``dtype``: one program."""
-    memo = runtime.__dict__.setdefault("_gemm_kernels", {})
+    memo = runtime.memo("gemm_kernels")
     hit = memo.get(dtype.name)
     if hit is None:
         mr, nr, vw = tile_shape(runtime, dtype)
@@ -170,7 +170,7 @@ def pack_operand(runtime, kernel, x: CLArray, batch_shape, rows_axis, k_axis, wi
                        np.int32(rows), np.int32(k), np.int32(panels), np.int32(batches),
                        np.int32(width), x.buffer, np.int32(x.offset),
                        np.int32(x.strides[rows_axis]), np.int32(x.strides[k_axis]),
-                       np.int32(len(dims)), _int8(dims), _int8(bst), out.buffer)
+                       np.int32(len(dims)), int8_arg(dims), int8_arg(bst), out.buffer)
     if runtime.wants_derived(x, key):
         runtime.keep_derived(x, key, out, out.nbytes)
     return out, strides
@@ -230,8 +230,8 @@ def gemm_packed(ap: CLArray, a_bst: Sequence[int], bp: CLArray, b_bst: Sequence[
     batches = math.prod(batch_shape)
     dt = ctype(c.dtype)
     runtime.launch(kernel, (-(-n // nr), -(-m // mr), batches), work_group(runtime),
-                   np.int32(m), np.int32(n), np.int32(k), ap.buffer, _int8(a_bst),
-                   bp.buffer, _int8(b_bst), c.buffer, np.int32(c.offset),
+                   np.int32(m), np.int32(n), np.int32(k), ap.buffer, int8_arg(a_bst),
+                   bp.buffer, int8_arg(b_bst), c.buffer, np.int32(c.offset),
                    np.int32(c.strides[-2]), np.int32(c.strides[-1]), np.int32(len(dims)),
-                   _int8(dims), _int8(c_bst), np.int32(batches), dt.scalar(alpha),
+                   int8_arg(dims), int8_arg(c_bst), np.int32(batches), dt.scalar(alpha),
                    dt.scalar(beta))

@@ -24,7 +24,8 @@ import numpy as np
 from portable.errors import BackendError
 
 from backends.opencl.allocator import CLArray, contiguous_strides, empty
-from backends.opencl.codegen import MAX_RANK, _int8, collapse
+from backends.opencl.codegen import MAX_RANK, collapse, int8_arg
+from backends.opencl.elementwise import assign, copy
 from backends.opencl.scalars import ctype, limits, preamble
 
 _PARALLEL_OUTPUTS = 1024  # below this many outputs, long rows are split into chunks
@@ -142,7 +143,7 @@ _DECODE = [f"if (krank > {d}) {{ const int q = r / kshape.s{d}; "
 
 
 def _kernel(runtime, arg: bool, x_dtype, acc_dtype, y_dtype):
-    memo = runtime.__dict__.setdefault("_reduce_kernels", {})
+    memo = runtime.memo("reduce_kernels")
     key = (arg, x_dtype.name, acc_dtype.name, y_dtype.name)
     kernel = memo.get(key)
     if kernel is None:
@@ -181,7 +182,7 @@ def reduce(x: CLArray, axes: Sequence[int] | None, op_name: str, keepdims: bool 
     k_dims, (x_kst, y_kst) = collapse(k_shape, [[x.strides[a] for a in kept], out_kept])
     r_dims, (r_st,) = collapse([x.shape[a] for a in axes], [[x.strides[a] for a in axes]])
     if len(r_dims) > 3:  # copy so the reduced axes merge into one
-        moved = x.transpose(kept + list(axes)).copy()
+        moved = copy(x.transpose(kept + list(axes)))
         return _reduce_copied(moved, len(kept), op_name, out, dtype, select_last, k_shape)
     if len(k_dims) > MAX_RANK:
         raise BackendError(f"reduction keeps {len(k_dims)} non-mergeable axes (at most "
@@ -202,22 +203,22 @@ def reduce(x: CLArray, axes: Sequence[int] | None, op_name: str, keepdims: bool 
         t_off, t_kst = 0, [s * chunks for s in contiguous_strides(k_dims)]
     kernel = _kernel(runtime, op.arg, x.dtype, acc_dtype,
                      target.dtype if chunks > 1 else y_dtype)
-    runtime.launch1d(kernel, M * chunks, np.int32(M), np.int32(len(k_dims)), _int8(k_dims),
-                     x.buffer, np.int32(x.offset), _int8(x_kst),
+    runtime.launch1d(kernel, M * chunks, np.int32(M), np.int32(len(k_dims)), int8_arg(k_dims),
+                     x.buffer, np.int32(x.offset), int8_arg(x_kst),
                      *[np.int32(v) for v in r_dims], *[np.int32(v) for v in r_st],
                      np.int32(chunks), np.int32(chunk_len), count,
-                     target.buffer, np.int32(t_off), _int8(t_kst), np.int32(_CODES[op_name]),
+                     target.buffer, np.int32(t_off), int8_arg(t_kst), np.int32(_CODES[op_name]),
                      np.int32(chunks == 1), np.int32(select_last))
     if chunks > 1:
         second = OPS[_SECOND_PASS[op_name]]
         kernel = _kernel(runtime, False, acc_dtype, acc_dtype, y_dtype)
         count = ctype(acc_dtype).scalar(R if second.name == "mean" else 1)
-        runtime.launch1d(kernel, M, np.int32(M), np.int32(len(k_dims)), _int8(k_dims),
-                         target.buffer, np.int32(0), _int8(_contiguous_times(k_dims, chunks)),
+        runtime.launch1d(kernel, M, np.int32(M), np.int32(len(k_dims)), int8_arg(k_dims),
+                         target.buffer, np.int32(0), int8_arg(_contiguous_times(k_dims, chunks)),
                          np.int32(chunks), np.int32(1), np.int32(1),   # R0, R1, R2
                          np.int32(1), np.int32(0), np.int32(0),        # s0, s1, s2
                          np.int32(1), np.int32(chunks), count,         # chunks, chunk_len
-                         out.buffer, np.int32(out.offset), _int8(y_kst),
+                         out.buffer, np.int32(out.offset), int8_arg(y_kst),
                          np.int32(_CODES[second.name]), np.int32(1), np.int32(0))
     return out
 
@@ -226,8 +227,6 @@ def _reduce_copied(moved, n_kept, op_name, out, dtype, select_last, k_shape):
     """Reduce a contiguous copy whose reduced axes are last; ``out`` keeps its layout."""
     flat = moved.reshape(list(k_shape) + [-1])
     result = reduce(flat, [n_kept], op_name, False, None, dtype, select_last)
-    from backends.opencl.arrayops import assign
-
     assign(out, result.reshape(out.shape))
     return out
 

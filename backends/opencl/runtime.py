@@ -39,6 +39,7 @@ class Runtime:
         local_size: the work-group size of 1-D kernels. Fixed per device, because PoCL
             compiles a kernel once per work-group size.
         per_item: elements per work-item of flat elementwise kernels.
+        lock: held while enqueueing (launches and host copies; see the module docstring).
     """
 
     def __init__(self, device: CLDevice) -> None:
@@ -48,7 +49,7 @@ class Runtime:
         self.queue = device.queue
         self.programs = ProgramCache(device)
         self.pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(device.queue))
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()
         self._local = threading.local()
         self.local_size = min(64 if device.is_cpu else 256, device.max_work_group)
         # Elements one work-item of a flat elementwise kernel handles: CPU runtimes pay per
@@ -65,11 +66,17 @@ class Runtime:
         self._derived_bytes = 0
         self._seen: collections.OrderedDict = collections.OrderedDict()
         self.derived_budget = min(256 << 20, device.global_mem // 8)
+        self._memos: dict[str, dict] = {}
+
+    def memo(self, name: str) -> dict:
+        """The dict ``name`` of per-device values a module caches (compiled kernels by
+        signature, small constant arrays), created empty on first use."""
+        return self._memos.setdefault(name, {})
 
     # -- host copies of small arrays ------------------------------------------------------------
     def remember(self, array: Any, host: Any) -> None:
         if host.size <= _MIRROR_SIZE:
-            with self._lock:
+            with self.lock:
                 self._mirrors[id(array.buffer)] = (array.buffer, array.offset, array.shape,
                                                    array.strides, host.copy())
                 while len(self._mirrors) > _MIRRORS:
@@ -80,7 +87,7 @@ class Runtime:
         buffer."""
         if self._mirrors or self._derived or self._seen:
             key = id(array.buffer)
-            with self._lock:
+            with self.lock:
                 self._mirrors.pop(key, None)
                 self._seen.pop(key, None)
                 entry = self._derived.pop(key, None)
@@ -93,7 +100,7 @@ class Runtime:
         else None. The first request of a key only marks it: values are kept from the second
         request on, so buffers rewritten every run (activations) are never cached."""
         buffer_id = id(array.buffer)
-        with self._lock:
+        with self.lock:
             entry = self._derived.get(buffer_id)
             if entry is not None and entry[0] is array.buffer and key in entry[1]:
                 self._derived.move_to_end(buffer_id)
@@ -103,7 +110,7 @@ class Runtime:
     def wants_derived(self, array: Any, key: Any) -> bool:
         """Whether a value computed for ``key`` should be kept (its second request)."""
         buffer_id = id(array.buffer)
-        with self._lock:
+        with self.lock:
             keys = self._seen.setdefault(buffer_id, set())
             self._seen.move_to_end(buffer_id)
             while len(self._seen) > _MIRRORS:
@@ -114,7 +121,7 @@ class Runtime:
             return False
 
     def keep_derived(self, array: Any, key: Any, value: Any, nbytes: int) -> None:
-        with self._lock:
+        with self.lock:
             entry = self._derived.setdefault(id(array.buffer), (array.buffer, {}))
             entry[1][key] = (value, nbytes)
             self._derived_bytes += nbytes
@@ -154,7 +161,7 @@ class Runtime:
         # Plain Python scalars go through pyopencl's typed invoker fastest.
         args = [a.item() if isinstance(a, np.generic) and a.dtype.names is None else a
                 for a in args]
-        with self._lock:
+        with self.lock:
             event = kernel(self.queue, tuple(global_size),
                            None if local_size is None else tuple(local_size), *args)
             self.launches += 1

@@ -17,7 +17,7 @@ import numpy as np
 from portable.ops.conv import Geometry, transpose_geometry, window_attrs, window_geometry
 
 from backends.opencl.allocator import CLArray, arena_view, empty
-from backends.opencl.arrayops import apply, assign
+from backends.opencl.elementwise import apply, assign
 from backends.opencl.gemm import (gemm, gemm_kernels, gemm_packed, pack_operand,
                                   tile_shape, work_group)
 from backends.opencl.kernels.table import kernel_table

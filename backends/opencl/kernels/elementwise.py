@@ -6,7 +6,8 @@ kernel loads and stores float16 directly (computing in float32).
 from __future__ import annotations
 
 
-from backends.opencl.codegen import Fused, run_elementwise
+from backends.opencl.codegen import Fused
+from backends.opencl.elementwise import run_elementwise
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.optable import TABLE
 

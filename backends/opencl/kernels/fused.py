@@ -14,7 +14,8 @@ from portable.ir.graph import Node
 from portable.ops import registry
 from portable.ops.fused import composed_kernel, parse_body
 
-from backends.opencl.codegen import Fused, run_elementwise
+from backends.opencl.codegen import Fused
+from backends.opencl.elementwise import run_elementwise
 from backends.opencl.kernels.conv import conv_workspace
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.optable import TABLE
@@ -22,7 +23,8 @@ from backends.opencl.optable import TABLE
 kernels, kernel = kernel_table()
 
 # op -> attribute names passed as the table op's parameters, in order
-_PARAMS = {"Mod": ("fmod",), "LeakyRelu": ("alpha",), "Elu": ("alpha",), "HardSigmoid": ("alpha", "beta")}
+_PARAMS = {"Mod": ("fmod",), "LeakyRelu": ("alpha",), "Elu": ("alpha",),
+           "HardSigmoid": ("alpha", "beta")}
 _FOLDS = {"Max": "Max", "Min": "Min", "Sum": "Add", "Mean": "Add"}
 
 

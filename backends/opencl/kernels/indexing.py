@@ -12,7 +12,7 @@ import numpy as np
 from portable.ops.indexing import nd_rows, read_block
 
 from backends.opencl.allocator import empty, from_numpy, host_value
-from backends.opencl.arrayops import assign
+from backends.opencl.elementwise import assign
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.scalars import ctype, preamble
 

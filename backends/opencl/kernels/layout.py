@@ -6,8 +6,8 @@ import numpy as np
 
 from portable.ops.layout import one_hot_depth, shuffle_plan
 
-from backends.opencl.allocator import empty, host_value, upload_into
-from backends.opencl.arrayops import apply, assign
+from backends.opencl.allocator import empty, host_value
+from backends.opencl.elementwise import apply, assign, upload_into
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.reduction import reduce
 

@@ -9,8 +9,9 @@ from portable.errors import BackendError
 from portable.ops.linalg import parse_einsum, trilu_mask
 
 from backends.opencl.allocator import empty, host_value
-from backends.opencl.arrayops import apply, assign, matmul
-from backends.opencl.codegen import MAX_RANK, _int8
+from backends.opencl.arrayops import matmul
+from backends.opencl.codegen import MAX_RANK, int8_arg
+from backends.opencl.elementwise import apply, assign
 from backends.opencl.gemm import gemm as run_gemm
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.scalars import ctype, preamble
@@ -94,17 +95,17 @@ def einsum(ctx, inputs, outputs, attrs):
     runtime = out.runtime
     target = out if out.is_contiguous else empty(runtime, out.shape, out.dtype)
     args = [np.int32(target.size), np.int32(len(spec.output)),
-            _int8([spec.sizes[lb] for lb in spec.output]), target.buffer,
-            np.int32(target.offset), _int8(target.strides), np.int32(len(summed)),
-            _int8([spec.sizes[lb] for lb in summed]),
+            int8_arg([spec.sizes[lb] for lb in spec.output]), target.buffer,
+            np.int32(target.offset), int8_arg(target.strides), np.int32(len(summed)),
+            int8_arg([spec.sizes[lb] for lb in summed]),
             np.int32(math.prod(spec.sizes[lb] for lb in summed))]
     for x, term in zip(inputs, spec.inputs):
         strides: dict[str, int] = {}
         for label, dim, stride in zip(term, x.shape, x.strides):
             if dim == spec.sizes[label]:  # else a broadcast size-1 axis: stride 0
                 strides[label] = strides.get(label, 0) + stride
-        args += [x.buffer, np.int32(x.offset), _int8([strides.get(lb, 0) for lb in spec.output]),
-                 _int8([strides.get(lb, 0) for lb in summed])]
+        args += [x.buffer, np.int32(x.offset), int8_arg([strides.get(lb, 0) for lb in spec.output]),
+                 int8_arg([strides.get(lb, 0) for lb in summed])]
     if target.size:
         kern = runtime.kernel(_einsum_source(out.dtype, len(inputs)), "einsum")
         runtime.launch1d(kern, target.size, *args)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from backends.opencl.allocator import empty
-from backends.opencl.arrayops import apply, assign
-from backends.opencl.codegen import Fused, run_elementwise
+from backends.opencl.allocator import empty, from_numpy
+from backends.opencl.codegen import Fused
+from backends.opencl.elementwise import apply, assign, run_elementwise
 from backends.opencl.kernels.nn import softmax_into
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.optable import TABLE
@@ -118,11 +118,9 @@ class _Targets:
 
 def _classes(runtime, count: int):
     """The class indices (1, C, 1) as int64, uploaded once per size."""
-    memo = runtime.__dict__.setdefault("_class_indices", {})
+    memo = runtime.memo("class_indices")
     hit = memo.get(count)
     if hit is None:
-        from backends.opencl.allocator import from_numpy
-
         hit = memo[count] = from_numpy(runtime, np.arange(count, dtype=np.int64)
                                        .reshape(1, -1, 1))
     return hit

@@ -2,8 +2,9 @@
 
 Most are one strided copy: the source is a view (transposed, sliced, broadcast) and the copy
 is the generated elementwise kernel, so Transpose, Expand, Slice, Concat, Split and Tile need
-no kernel of their own. Gather and its gradient are hand-written; reflect/edge/wrap padding is
-a Gather per axis of the source indices NumPy's pad gives for ``arange``.
+no kernel of their own. Gather and its gradient run the hand-written kernels of
+``backends.opencl.gather``; reflect/edge/wrap padding is a Gather per axis of the source
+indices NumPy's pad gives for ``arange``.
 
 Shape-like inputs (axes, pads, bounds) are read through ``host_value``: small integer arrays
 uploaded from the host keep a host copy, so reading them costs no device round trip.
@@ -15,10 +16,10 @@ import numpy as np
 from portable.ops.movement import (constant_value, ints, pad_widths, range_values, shape_range,
                                    slice_bounds, slices_of, split_sizes)
 
-from backends.opencl.allocator import CLArray, empty, from_numpy, host_value, upload_into
-from backends.opencl.arrayops import assign
+from backends.opencl.allocator import empty, from_numpy, host_value
+from backends.opencl.elementwise import assign, upload_into
+from backends.opencl.gather import gather_axis, gather_grad_axis
 from backends.opencl.kernels.table import kernel_table
-from backends.opencl.scalars import ctype, preamble
 
 kernels, kernel = kernel_table()
 
@@ -109,99 +110,13 @@ def slice_grad(ctx, inputs, outputs, attrs):
     assign(out[slices_of(_bounds(out.shape, inputs))], inputs[0])
 
 
-# -- Gather and GatherGrad ---------------------------------------------------------------------
-
-_GATHER = """
-__kernel void gather(const int n, const int inner, const int count, const int size,
-                     __global const {T}* data, const int d_off,
-                     __global const {I}* index, const int i_off,
-                     __global {T}* out, const int o_off, __global int* bad) {{
-  const int i = get_global_id(0);
-  if (i >= n) return;
-  const int in_ = i % inner;
-  const int j = (i / inner) % count;
-  const int outer = i / (inner * count);
-  long k = index[i_off + j];
-  if (k < -size || k >= size) {{ bad[0] = 1; k = 0; }}
-  if (k < 0) k += size;
-  out[o_off + i] = data[d_off + (outer * size + (int)k) * inner + in_];
-}}
-"""
-
-_GATHER_GRAD = """
-__kernel void gather_grad(const int n, const int inner, const int count, const int size,
-                          __global const {T}* dy, const int d_off,
-                          __global const {I}* index, const int i_off,
-                          __global {T}* out, const int o_off, __global int* bad) {{
-  const int i = get_global_id(0);
-  if (i >= n) return;
-  const int in_ = i % inner;
-  const int k = (i / inner) % size;
-  const int outer = i / (inner * size);
-  {A} acc = 0;
-  for (int j = 0; j < count; ++j) {{
-    long t = index[i_off + j];
-    if (t < -size || t >= size) {{ bad[0] = 1; continue; }}
-    if (t < 0) t += size;
-    if ((int)t == k) acc += dy[d_off + (outer * count + j) * inner + in_];
-  }}
-  out[o_off + i] = acc;
-}}
-"""
-
-
-def _gather_launch(template, name, source, index, out, dim, inner):
-    """Run a gather-like kernel: ``source``, ``out`` contiguous (outer, ., inner) views."""
-    runtime = out.runtime
-    source = source.contiguous()
-    index = index.contiguous()
-    target = out if out.is_contiguous else empty(runtime, out.shape, out.dtype)
-    c = ctype(source.dtype)
-    storage = "ushort" if c.storage == "half" else c.storage  # Gather copies bits
-    program = preamble([source.dtype]) + template.format(
-        T=storage, I=ctype(index.dtype).storage, A=c.compute)
-    kern = runtime.kernel(program, name)
-    mirror = runtime.mirror(index)
-    if mirror is not None and mirror.size and not -dim <= int(mirror.min()) <= \
-            int(mirror.max()) < dim:
-        raise IndexError(f"indices reach outside [-{dim}, {dim})")
-    bad = empty(runtime, (1,), np.int32)
-    assign(bad, 0)
-    runtime.launch1d(kern, target.size, np.int32(target.size), np.int32(max(inner, 1)),
-                     np.int32(index.size), np.int32(dim), source.buffer,
-                     np.int32(source.offset), index.buffer, np.int32(index.offset),
-                     target.buffer, np.int32(target.offset), bad.buffer)
-    if mirror is None and bad.item():  # device-computed indices: checked on the device
-        raise IndexError(f"indices reach outside [-{dim}, {dim})")
-    if target is not out:
-        assign(out, target)
-
-
-def _inner(shape, axis):
-    return int(np.prod(shape[axis + 1:], dtype=np.int64))
-
-
-def gather_axis(data: CLArray, index: CLArray, axis: int, out: CLArray) -> None:
-    """``out = take(data, index, axis)`` with ONNX's negative indices; out of range raises."""
-    if out.size == 0:
-        return
-    _gather_launch(_GATHER, "gather", data, index, out, data.shape[axis],
-                   _inner(data.shape, axis))
+# -- Gather and GatherGrad (the launches are in backends.opencl.gather) ---------------------
 
 
 @kernel("Gather", half="native")
 def gather(ctx, inputs, outputs, attrs):
     data, indices = inputs
     gather_axis(data, indices, attrs["axis"] % data.ndim, outputs[0])
-
-
-def gather_grad_axis(dy: CLArray, index: CLArray, axis: int, out: CLArray) -> None:
-    """Scatter-add ``dy`` into ``out`` at ``index`` along ``axis``; repeats add up. Each
-    output element sums its matching indices (no atomics: deterministic)."""
-    if out.size == 0:
-        return
-    _gather_launch(_GATHER_GRAD, "gather_grad", dy, index, out, out.shape[axis],
-                   _inner(out.shape, axis))
 
 
 @kernel("portable.GatherGrad")

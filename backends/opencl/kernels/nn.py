@@ -16,8 +16,8 @@ import math
 import numpy as np
 
 from backends.opencl.allocator import empty, from_numpy, host_value
-from backends.opencl.arrayops import apply, assign
-from backends.opencl.codegen import EwOp, run_expression
+from backends.opencl.codegen import EwOp
+from backends.opencl.elementwise import apply, assign, run_expression
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.reduction import reduce
 from backends.opencl.scalars import ctype, preamble

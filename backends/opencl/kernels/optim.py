@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.opencl.codegen import Fused, run_elementwise
+from backends.opencl.codegen import Fused
+from backends.opencl.elementwise import run_elementwise
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.optable import TABLE
 from portable.backend import KernelContext

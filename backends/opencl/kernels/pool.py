@@ -13,7 +13,7 @@ import numpy as np
 from portable.ops.conv import pool_geometry
 
 from backends.opencl.allocator import empty
-from backends.opencl.arrayops import assign
+from backends.opencl.elementwise import assign
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.kernels.window import GEOMETRY, Window
 from backends.opencl.reduction import reduce

@@ -10,7 +10,7 @@ import numpy as np
 from portable.ops.quantize import spread
 
 from backends.opencl.allocator import host_value
-from backends.opencl.arrayops import apply, assign
+from backends.opencl.elementwise import apply, assign
 from backends.opencl.kernels.table import kernel_table
 
 kernels, kernel = kernel_table()

@@ -7,7 +7,7 @@ import numpy as np
 from portable.ops.reduce import cumsum_axis, reduced_axes
 
 from backends.opencl.allocator import empty, host_value
-from backends.opencl.arrayops import apply, assign
+from backends.opencl.elementwise import apply, assign
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.reduction import reduce
 from backends.opencl.scalars import ctype, preamble

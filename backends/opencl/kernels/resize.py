@@ -7,8 +7,8 @@ import numpy as np
 from portable.ops.resize import plans
 
 from backends.opencl.allocator import empty, from_numpy, host_value
-from backends.opencl.arrayops import apply, assign
-from backends.opencl.kernels.movement import gather_axis
+from backends.opencl.elementwise import apply, assign
+from backends.opencl.gather import gather_axis
 from backends.opencl.kernels.table import kernel_table
 
 kernels, kernel = kernel_table()

@@ -13,6 +13,8 @@ import numpy as np
 
 from portable.backend import kernel_table as core_kernel_table
 
+from backends.opencl.elementwise import assign
+
 _HALF = np.dtype(np.float16)
 
 
@@ -20,8 +22,6 @@ def _upcast(fn: Callable) -> Callable:
     def run(ctx, inputs, outputs, attrs):
         if not any(getattr(a, "dtype", None) == _HALF for a in list(inputs) + list(outputs)):
             return fn(ctx, inputs, outputs, attrs)
-        from backends.opencl.arrayops import assign
-
         wide_in = [a.astype(np.float32) if getattr(a, "dtype", None) == _HALF else a
                    for a in inputs]
         wide_out = [ctx.backend.empty(o.shape, np.float32)
