@@ -1,12 +1,8 @@
 """The layering of DESIGN.md section 2, read from the code's own imports (module level and
-inside functions): the core never imports the edges (``exporters``, ``backends``; only
-``portable/cli`` may), a backend never imports another backend, and files do not import each
-other in circles.
-
-Circles that exist today are listed in ``KNOWN_CIRCLES``, each a debt of the redesign: a new
-circle fails, a file joining a listed circle fails (the circle is no longer the listed one), and
-a listed circle that has been broken fails too until it is struck from the list, so the list
-only shrinks.
+inside functions; not those under ``if TYPE_CHECKING:``): the core never imports the edges
+(``exporters``, ``backends``; only ``portable/cli`` may), the IR is the bottom of the core, a
+backend never imports another backend (the shared kernels of ``backends/xp`` excepted), and no
+files import each other in a circle.
 """
 from __future__ import annotations
 
@@ -16,11 +12,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("portable", "backends", "exporters")
 EDGES = ("backends", "exporters")
-
-# Strongly connected groups of files that import each other today (paths from the repository
-# root). Strike a group when the redesign breaks it.
-KNOWN_CIRCLES: list[frozenset[str]] = []
-
 
 def _module_files() -> dict[str, Path]:
     """Dotted module name -> file, for every module of the three packages."""
@@ -146,14 +137,10 @@ def test_backends_never_import_each_other():
     assert not offending, "a backend imports another:\n" + "\n".join(offending)
 
 
-def test_no_new_import_circles():
+def test_no_import_circles():
     found = _circles(_import_graph())
-    new = [sorted(c) for c in found if c not in KNOWN_CIRCLES]
-    broken = [sorted(c) for c in KNOWN_CIRCLES if c not in found]
-    assert not new, "files that import each other in a circle (break it; DESIGN.md 2):\n" + \
-        "\n".join(" <-> ".join(c) for c in new)
-    assert not broken, "these listed circles are gone: strike them from KNOWN_CIRCLES:\n" + \
-        "\n".join(" <-> ".join(c) for c in broken)
+    assert not found, "files that import each other in a circle (break it; DESIGN.md 2):\n" + \
+        "\n".join(" <-> ".join(sorted(c)) for c in found)
 
 
 def test_imports_under_type_checking_are_not_run(tmp_path):
