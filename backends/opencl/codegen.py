@@ -141,21 +141,6 @@ def compute_dtype(steps, operands, types, j) -> np.dtype:
     return np.dtype(np.result_type(*refs)) if refs else types[j]
 
 
-def broadcast_shapes(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
-    """NumPy's broadcasting of ``shapes``; a mismatch raises BackendError."""
-    if len(shapes) == 1 or all(s == shapes[0] for s in shapes[1:]):
-        return tuple(shapes[0]) if shapes else ()
-    rank = max(len(s) for s in shapes)
-    result = [1] * rank
-    for shape in shapes:
-        for axis, dim in enumerate(shape, start=rank - len(shape)):
-            if dim != 1:
-                if result[axis] not in (1, dim):
-                    raise BackendError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
-                result[axis] = dim
-    return tuple(result)
-
-
 def collapse(shape: Sequence[int], strides_list: Sequence[Sequence[int]]):
     """Drop size-1 axes and merge neighbours that are contiguous for every operand."""
     dims = [(d, [s[i] for s in strides_list]) for i, d in enumerate(shape) if d != 1]

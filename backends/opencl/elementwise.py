@@ -25,15 +25,24 @@ from typing import Any, Sequence
 import numpy as np
 
 from portable.errors import BackendError
+from portable.shapes import broadcast_shape
 
 from backends.opencl.allocator import (CLArray, contiguous_strides, empty, from_numpy, to_numpy,
                                        upload)
-from backends.opencl.codegen import (MAX_RANK, EwOp, Operand, Step, broadcast_shapes, collapse,
+from backends.opencl.codegen import (MAX_RANK, EwOp, Operand, Step, collapse,
                                      compute_dtype, elementwise_source, operand_ctypes,
                                      step_dtypes, strided_layout)
 from backends.opencl.families import run_family
 from backends.opencl.optable import TABLE
 from backends.opencl.scalars import ctype
+
+
+def _broadcast(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    """The shape ``shapes`` broadcast to; a mismatch raises BackendError naming them."""
+    shape = broadcast_shape(shapes)
+    if shape is None:
+        raise BackendError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+    return shape
 
 
 def _overlaps(a: CLArray, b: CLArray) -> bool:
@@ -71,12 +80,12 @@ def run_elementwise(steps: Sequence[Step], operands: Sequence[Any],
         raise BackendError("an elementwise op needs at least one device array")
     types = step_dtypes(steps, ops, given)
     arrays = [o.value for o in ops if o.is_array]
-    shape = broadcast_shapes([a.shape for a in arrays])
+    shape = _broadcast([a.shape for a in arrays])
     results = []
     for k, out in enumerate(outs):
         if out is None:
             out = empty(runtime, shape, types[len(steps) - len(outs) + k])
-        elif broadcast_shapes([out.shape, shape]) != out.shape:
+        elif _broadcast([out.shape, shape]) != out.shape:
             raise BackendError(f"cannot write a {shape} result into an array of {out.shape}")
         results.append(out)
     for out in results:

@@ -7,20 +7,16 @@ import numpy as np
 
 from portable.ir.graph import TensorType
 from portable.ops.registry import InferContext
+from portable.shapes import broadcast_shape
 
 
 def broadcast_shapes(ctx: InferContext, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
     """Multidirectional (NumPy-style) broadcasting as ONNX defines it; a mismatch fails naming
     the node and the shapes."""
-    rank = max((len(s) for s in shapes), default=0)
-    result = []
-    for axis in range(rank):
-        dims = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0}
-        dims.discard(1)
-        if len(dims) > 1:
-            ctx.fail(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} do not broadcast")
-        result.append(dims.pop() if dims else 1)
-    return tuple(result)
+    result = broadcast_shape(shapes)
+    if result is None:
+        ctx.fail(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} do not broadcast")
+    return result
 
 
 def same_dtype(ctx: InferContext, indices: Sequence[int]) -> np.dtype:

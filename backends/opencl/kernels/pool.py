@@ -8,6 +8,8 @@ dY / count over the windows that reach it. No atomics, so results are determinis
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from portable.ops.conv import pool_geometry
@@ -15,13 +17,65 @@ from portable.ops.conv import pool_geometry
 from backends.opencl.allocator import empty
 from backends.opencl.elementwise import assign
 from backends.opencl.kernels.table import kernel_table
-from backends.opencl.kernels.window import GEOMETRY, Window
+from backends.opencl.kernels.window import (GEOMETRY, INPUT_POSITION, OUTPUT_POSITION, Window,
+                                            over_window, over_windows_reaching)
 from backends.opencl.reduction import reduce
 from backends.opencl.scalars import ctype, limits, preamble
 
 kernels, kernel = kernel_table()
 
-_SOURCE = """
+
+def _window_count(indent: str) -> str:
+    """The C count ONNX divides window (od, oh, ow)'s sum by: its positions inside
+    [-head, size + tail) with include_pad (count_include_pad), else inside [0, size); one
+    ``inside`` factor per axis, each on a line of its own indented by ``indent``."""
+    # An inline C function taking the int16 geometry would be shorter, but PoCL warns that a
+    # 16-int vector argument changes the ABI without AVX-512, so the expression is spliced in.
+    return f" *\n{indent}".join(
+        f"inside(o{a.lower()}, S{a}, H{a}, K{a}, D{a}, include_pad ? -H{a} : 0, "
+        f"include_pad ? I{a} + tp.s{j} : I{a})" for j, a in enumerate("DHW"))
+
+
+def _prologue(index: str) -> str:
+    """The start of a kernel with one work-item per element i of the (N * C, O) outputs
+    (``index`` "o") or the (N * C, P) inputs ("p"): its image-channel nc and its position."""
+    size, position = ("O", OUTPUT_POSITION) if index == "o" else ("P", INPUT_POSITION)
+    return f"""const int i = get_global_id(0);
+  if (i >= total) return;
+  {GEOMETRY}
+  const int O = OD * OH * OW, P = ID * IH * IW;
+  const int {index} = i % {size}, nc = i / {size};
+  {position}"""
+
+
+# The dtype-independent window walks of average_pool and pool_grad, built once.
+_AVERAGE_SUM = over_window("acc += x[x_off + nc * P + (pd * IH + ph) * IW + pw];")
+_GRAD_SUM = over_windows_reaching(f"""
+    const int o = (od * OH + oh) * OW + ow;
+    if (mode == 0) {{  /* max: this element must be the window's recorded maximum */
+      if (index[i_off + nc * O + o] == (long)nc * P + p) acc += dy[dy_off + nc * O + o];
+    }} else {{
+      const int count =
+          {_window_count("          ")};
+      acc += dy[dy_off + nc * O + o] / count;
+    }}""")
+
+
+@lru_cache(maxsize=None)
+def _pool_source(dtype: np.dtype) -> str:
+    """The pooling program for ``dtype`` (see each kernel's comment)."""
+    c = ctype(dtype)
+    lowest = limits(dtype)[0]
+    max_walk = over_window(f"""
+        const int valid = pd >= 0 && pd < ID && ph >= 0 && ph < IH && pw >= 0 && pw < IW;
+        const {c.compute} v = valid ? x[x_off + nc * P + (pd * IH + ph) * IW + pw] : {lowest};
+        if (!started || v > best) {{  /* the first maximum, padding included (np.argmax) */
+          started = 1;
+          best = v;
+          at = valid ? (column_major ? (pw * IH + ph) * ID + pd : (pd * IH + ph) * IW + pw)
+                     : -1;
+        }}""", skip_padding=False)
+    return preamble([dtype]) + f"""
 /* The number of window positions of axis (o, start) inside [low, high). */
 inline int inside(const int o, const int s, const int h, const int k, const int d,
                   const int low, const int high) {{
@@ -36,36 +90,15 @@ inline int inside(const int o, const int s, const int h, const int k, const int 
 /* MaxPool: y = the window's maximum; index = flat input index of its first maximum
    (row-major, or column-major over the spatial axes when column_major), -1 if padding. */
 __kernel void max_pool(const int total, const int16 g, const int4 hp,
-                       __global const {S}* x, const int x_off, __global {S}* y,
+                       __global const {c.storage}* x, const int x_off, __global {c.storage}* y,
                        const int y_off, __global long* index, const int i_off,
                        const int with_index,
                        const int column_major) {{
-  const int i = get_global_id(0);
-  if (i >= total) return;
-  {GEOMETRY}
-  const int O = OD * OH * OW, P = ID * IH * IW;
-  const int o = i % O, nc = i / O;
-  const int ow = o % OW, oh = (o / OW) % OH, od = o / (OW * OH);
-  {T} best = {LOWEST};
+  {_prologue("o")}
+  {c.compute} best = {lowest};
   long at = -1;
   int started = 0;
-  for (int kd = 0; kd < KD; ++kd) {{
-    const int pd = od * SD - HD + kd * DD;
-    for (int kh = 0; kh < KH; ++kh) {{
-      const int ph = oh * SH - HH + kh * DH;
-      for (int kw = 0; kw < KW; ++kw) {{
-        const int pw = ow * SW - HW + kw * DW;
-        const int valid = pd >= 0 && pd < ID && ph >= 0 && ph < IH && pw >= 0 && pw < IW;
-        const {T} v = valid ? x[x_off + nc * P + (pd * IH + ph) * IW + pw] : {LOWEST};
-        if (!started || v > best) {{  /* the first maximum, padding included (np.argmax) */
-          started = 1;
-          best = v;
-          at = valid ? (column_major ? (pw * IH + ph) * ID + pd : (pd * IH + ph) * IW + pw)
-                     : -1;
-        }}
-      }}
-    }}
-  }}
+  {max_walk}
   y[y_off + i] = best;
   if (with_index) index[i_off + i] = at < 0 ? -1 : (long)nc * P + at;
 }}
@@ -73,82 +106,33 @@ __kernel void max_pool(const int total, const int16 g, const int4 hp,
 /* AveragePool: the window's sum over the input, divided by the count of positions inside
    [-head, size + tail) (count_include_pad) or [0, size). */
 __kernel void average_pool(const int total, const int16 g, const int4 hp, const int4 tp,
-                           __global const {S}* x, const int x_off, __global {S}* y,
-                           const int y_off, const int include_pad, const int grad) {{
-  const int i = get_global_id(0);
-  if (i >= total) return;
-  {GEOMETRY}
-  const int O = OD * OH * OW, P = ID * IH * IW;
-  const int o = i % O, nc = i / O;
-  const int ow = o % OW, oh = (o / OW) % OH, od = o / (OW * OH);
-  {T} acc = 0;
-  for (int kd = 0; kd < KD; ++kd) {{
-    const int pd = od * SD - HD + kd * DD;
-    if (pd < 0 || pd >= ID) continue;
-    for (int kh = 0; kh < KH; ++kh) {{
-      const int ph = oh * SH - HH + kh * DH;
-      if (ph < 0 || ph >= IH) continue;
-      for (int kw = 0; kw < KW; ++kw) {{
-        const int pw = ow * SW - HW + kw * DW;
-        if (pw < 0 || pw >= IW) continue;
-        acc += x[x_off + nc * P + (pd * IH + ph) * IW + pw];
-      }}
-    }}
-  }}
+                           __global const {c.storage}* x, const int x_off,
+                           __global {c.storage}* y, const int y_off, const int include_pad,
+                           const int grad) {{
+  {_prologue("o")}
+  {c.compute} acc = 0;
+  {_AVERAGE_SUM}
   const int count =
-      inside(od, SD, HD, KD, DD, include_pad ? -HD : 0, include_pad ? ID + tp.s0 : ID) *
-      inside(oh, SH, HH, KH, DH, include_pad ? -HH : 0, include_pad ? IH + tp.s1 : IH) *
-      inside(ow, SW, HW, KW, DW, include_pad ? -HW : 0, include_pad ? IW + tp.s2 : IW);
+      {_window_count("      ")};
   y[y_off + i] = acc / count;
 }}
 
 /* Gradients, one work-item per input element p: the windows o that reach p are those with
    o * s - h + k * d = p for some kernel offset k. */
 __kernel void pool_grad(const int total, const int16 g, const int4 hp, const int4 tp,
-                        __global const {S}* dy, const int dy_off, __global const long* index,
-                        const int i_off, __global {S}* dx, const int dx_off, const int mode,
-                        const int include_pad) {{
-  const int i = get_global_id(0);
-  if (i >= total) return;
-  {GEOMETRY}
-  const int O = OD * OH * OW, P = ID * IH * IW;
-  const int p = i % P, nc = i / P;
-  const int pw = p % IW, ph = (p / IW) % IH, pd = p / (IW * IH);
-  {T} acc = 0;
-  for (int kd = 0; kd < KD; ++kd) {{
-    const int td = pd + HD - kd * DD;
-    if (td < 0 || td % SD || td / SD >= OD) continue;
-    for (int kh = 0; kh < KH; ++kh) {{
-      const int th = ph + HH - kh * DH;
-      if (th < 0 || th % SH || th / SH >= OH) continue;
-      for (int kw = 0; kw < KW; ++kw) {{
-        const int tw = pw + HW - kw * DW;
-        if (tw < 0 || tw % SW || tw / SW >= OW) continue;
-        const int od = td / SD, oh = th / SH, ow = tw / SW;
-        const int o = (od * OH + oh) * OW + ow;
-        if (mode == 0) {{  /* max: this element must be the window's recorded maximum */
-          if (index[i_off + nc * O + o] == (long)nc * P + p) acc += dy[dy_off + nc * O + o];
-        }} else {{
-          const int count =
-            inside(od, SD, HD, KD, DD, include_pad ? -HD : 0, include_pad ? ID + tp.s0 : ID) *
-            inside(oh, SH, HH, KH, DH, include_pad ? -HH : 0, include_pad ? IH + tp.s1 : IH) *
-            inside(ow, SW, HW, KW, DW, include_pad ? -HW : 0, include_pad ? IW + tp.s2 : IW);
-          acc += dy[dy_off + nc * O + o] / count;
-        }}
-      }}
-    }}
-  }}
+                        __global const {c.storage}* dy, const int dy_off,
+                        __global const long* index, const int i_off, __global {c.storage}* dx,
+                        const int dx_off, const int mode, const int include_pad) {{
+  {_prologue("p")}
+  {c.compute} acc = 0;
+  {_GRAD_SUM}
   dx[dx_off + i] = acc;
 }}
 """
 
 
 def _pool_kernel(runtime, dtype, name: str):
-    c = ctype(dtype)
-    lowest = limits(dtype)[0]
-    source = preamble([dtype]) + _SOURCE.format(S=c.storage, T=c.compute, LOWEST=lowest,
-                                                GEOMETRY=GEOMETRY)
-    return runtime.kernel(source, name)
+    return runtime.kernel(_pool_source(np.dtype(dtype)), name)
 
 
 def _tail(win: Window):

@@ -3,10 +3,13 @@
 Every convolution and pooling kernel sees three spatial axes (D, H, W): 1-D and 2-D problems
 get leading axes of size 1, so one compiled kernel serves every spatial rank up to 3. The
 geometry (sizes, kernel, strides, dilations, head padding) travels as one ``int16`` vector
-argument and is unpacked by the ``GEOMETRY`` prologue.
+argument and is unpacked by the ``GEOMETRY`` prologue. The C that walks windows (the flat
+index to a position, the loops over a window's inputs, the loops over the windows that reach an
+input) is generated here once and spliced into every kernel that needs it, pooling's included.
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -26,6 +29,56 @@ GEOMETRY = """
   const int DD = g.sc, DH = g.sd, DW = g.se;
   const int HD = hp.s0, HH = hp.s1, HW = hp.s2;
 """
+
+
+# The spatial axes by their letter in the GEOMETRY names: input size I*, kernel K*, output O*,
+# strides S*, dilations D*, head padding H*; positions are o* (output), p* (input), k* (offset).
+_AXES = "DHW"
+
+# A flat output index o as its window position (od, oh, ow), a flat input index p as (pd, ph, pw).
+OUTPUT_POSITION = "const int ow = o % OW, oh = (o / OW) % OH, od = o / (OW * OH);"
+INPUT_POSITION = "const int pw = p % IW, ph = (p / IW) % IH, pd = p / (IW * IH);"
+
+
+def _nest(heads: list[list[str]], body: str, indent: str) -> str:
+    """Loops nested one per axis: ``heads[j]`` opens axis j's loop body, ``body`` is innermost.
+    ``indent`` is the indentation of the place the result is spliced in (its first line takes
+    that place's own)."""
+    lines = []
+    for depth, head in enumerate(heads):
+        lines += ["  " * depth + line for line in head]
+    lines += ["  " * len(heads) + line for line in textwrap.dedent(body).strip().splitlines()]
+    lines += ["  " * depth + "}" for depth in reversed(range(len(heads)))]
+    return ("\n" + indent).join(lines)
+
+
+def over_window(body: str, skip_padding: bool = True, indent: str = "  ") -> str:
+    """C loops over the kernel offsets (kd, kh, kw) of output window (od, oh, ow), each with its
+    input position (pd, ph, pw); ``body`` runs at each one, or only at those inside the input
+    (not in padding) with ``skip_padding``."""
+    heads = []
+    for a in _AXES:
+        k, p = f"k{a.lower()}", f"p{a.lower()}"
+        head = [f"for (int {k} = 0; {k} < K{a}; ++{k}) {{",
+                f"  const int {p} = o{a.lower()} * S{a} - H{a} + {k} * D{a};"]
+        if skip_padding:
+            head.append(f"  if ({p} < 0 || {p} >= I{a}) continue;")
+        heads.append(head)
+    return _nest(heads, body, indent)
+
+
+def over_windows_reaching(body: str, indent: str = "  ") -> str:
+    """C loops over the kernel offsets (kd, kh, kw) whose window reaches input position
+    (pd, ph, pw): those with o * s - h + k * d = p, so o = (p + h - k * d) / s when that divides
+    and lies in [0, O). ``body`` runs at each one, seeing its window's position (od, oh, ow)."""
+    heads = []
+    for a in _AXES:
+        k, t = f"k{a.lower()}", f"t{a.lower()}"
+        heads.append([f"for (int {k} = 0; {k} < K{a}; ++{k}) {{",
+                      f"  const int {t} = p{a.lower()} + H{a} - {k} * D{a};",
+                      f"  if ({t} < 0 || {t} % S{a} || {t} / S{a} >= O{a}) continue;"])
+    position = "const int od = td / SD, oh = th / SH, ow = tw / SW;"
+    return _nest(heads, position + "\n" + textwrap.dedent(body).strip(), indent)
 
 
 @dataclass(frozen=True)
@@ -72,6 +125,14 @@ class Window:
     @property
     def in_size(self) -> int:
         return int(np.prod(self.size))
+
+
+# The window walks of col2im and conv_direct: they do not depend on the dtype, so are built once.
+_COL2IM_SUM = over_windows_reaching("""
+    const int k = (kd * KH + kh) * KW + kw, o = (od * OH + oh) * OW + ow;
+    acc += base[k * O + o];""")
+_DIRECT_SUM = over_window("acc += xc[(pd * IH + ph) * IW + pw] * wc[(kd * KH + kh) * KW + kw];",
+                          indent="    ")
 
 
 def window_source(storage: str, compute: str, load, store) -> str:
@@ -139,23 +200,10 @@ __kernel void col2im(const int total, const int M, const int16 g, const int4 hp,
   /* here (ID, IH, IW) is the output size and (OD, OH, OW) the input (window) count */
   const int P = ID * IH * IW, O = OD * OH * OW, K = KD * KH * KW;
   const int p = i % P, m = (i / P) % M, n = i / (P * M);
-  const int pw = p % IW, ph = (p / IW) % IH, pd = p / (IW * IH);
+  {INPUT_POSITION}
   {compute} acc = has_bias ? {load("bias", "b_off + m")} : 0;
   __global const {storage}* base = cols + c_off + (n * M + m) * K * O;
-  for (int kd = 0; kd < KD; ++kd) {{
-    const int td = pd + HD - kd * DD;
-    if (td < 0 || td % SD || td / SD >= OD) continue;
-    for (int kh = 0; kh < KH; ++kh) {{
-      const int th = ph + HH - kh * DH;
-      if (th < 0 || th % SH || th / SH >= OH) continue;
-      for (int kw = 0; kw < KW; ++kw) {{
-        const int tw = pw + HW - kw * DW;
-        if (tw < 0 || tw % SW || tw / SW >= OW) continue;
-        const int k = (kd * KH + kh) * KW + kw, o = ((td / SD) * OH + th / SH) * OW + tw / SW;
-        acc += base[k * O + o];
-      }}
-    }}
-  }}
+  {_COL2IM_SUM}
   {store("y", "y_off + i", "acc")};
 }}
 
@@ -171,25 +219,13 @@ __kernel void conv_direct(const int total, const int C, const int M, const int g
   {GEOMETRY}
   const int O = OD * OH * OW, K = KD * KH * KW, CG = C / group, MG = M / group;
   const int o = i % O, m = (i / O) % M, n = i / (O * M);
-  const int ow = o % OW, oh = (o / OW) % OH, od = o / (OW * OH);
+  {OUTPUT_POSITION}
   {compute} acc = has_bias ? {load("bias", "b_off + m")} : 0;
   const int c0 = (m / MG) * CG;
   for (int c = 0; c < CG; ++c) {{
     __global const {storage}* xc = x + x_off + (n * C + c0 + c) * ID * IH * IW;
     __global const {storage}* wc = w + w_off + (m * CG + c) * K;
-    for (int kd = 0; kd < KD; ++kd) {{
-      const int pd = od * SD - HD + kd * DD;
-      if (pd < 0 || pd >= ID) continue;
-      for (int kh = 0; kh < KH; ++kh) {{
-        const int ph = oh * SH - HH + kh * DH;
-        if (ph < 0 || ph >= IH) continue;
-        for (int kw = 0; kw < KW; ++kw) {{
-          const int pw = ow * SW - HW + kw * DW;
-          if (pw < 0 || pw >= IW) continue;
-          acc += xc[(pd * IH + ph) * IW + pw] * wc[(kd * KH + kh) * KW + kw];
-        }}
-      }}
-    }}
+    {_DIRECT_SUM}
   }}
   {store("y", "y_off + i", "acc")};
 }}
