@@ -58,7 +58,10 @@ def test_bad_input_gives_a_clear_error(capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["memory", "mlp", "--mirror"]) == 2
     assert "needs --train" in capsys.readouterr().err
-    assert main(["memory", "mlp", "--batch", "0"]) == 2
+    with pytest.raises(SystemExit) as refused:  # checked while parsing, as argparse exits
+        main(["memory", "mlp", "--batch", "0"])
+    assert refused.value.code == 2
+    assert "--batch: must be a positive integer" in capsys.readouterr().err
 
 
 def test_the_command_runs_as_a_program():
