@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable
+from typing import Any, Callable
 
 from portable.errors import PortableError
 from portable.sizes import parse_size
@@ -38,36 +38,27 @@ def _real(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """An integer of at least 1 (epochs, batch sizes, ranks)."""
-    value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
+def _bounded(parse: Callable[[str], float], low: float, strict: bool, rule: str,
+             doc: str) -> Callable[[str], Any]:
+    """An argparse type: ``parse`` the text, then refuse values below ``low`` (or equal to it
+    when ``strict``) with ``rule`` as the message."""
+    def check(text: str) -> Any:
+        value = parse(text)
+        if value < low or (strict and value == low):
+            raise argparse.ArgumentTypeError(f"{rule}, got {text!r}")
+        return value
+    check.__doc__ = doc
+    return check
 
 
-def nonnegative_int(text: str) -> int:
-    """An integer of at least 0 (seeds, step counts where 0 means off)."""
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """A finite number above 0 (learning rates, timeouts)."""
-    value = _real(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
-def nonnegative_float(text: str) -> float:
-    """A finite number of at least 0 (weight decay, momentum)."""
-    value = _real(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
-    return value
+positive_int = _bounded(_integer, 1, False, "must be a positive integer",
+                        "An integer of at least 1 (epochs, batch sizes, ranks).")
+nonnegative_int = _bounded(_integer, 0, False, "must be 0 or more",
+                           "An integer of at least 0 (seeds, step counts where 0 means off).")
+positive_float = _bounded(_real, 0.0, True, "must be a positive number",
+                          "A finite number above 0 (learning rates, timeouts).")
+nonnegative_float = _bounded(_real, 0.0, False, "must be 0 or more",
+                             "A finite number of at least 0 (weight decay, momentum).")
 
 
 def byte_size(text: str) -> int:
