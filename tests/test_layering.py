@@ -7,6 +7,7 @@ files import each other in a circle.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +52,7 @@ def _imported_modules(path: Path, modules: dict[str, Path]) -> set[str]:
     return targets
 
 
+@functools.lru_cache(maxsize=1)  # every test reads the same tree: parse it once
 def _import_graph() -> dict[str, set[str]]:
     """File -> the files it imports (paths relative to the repository root)."""
     modules = _module_files()

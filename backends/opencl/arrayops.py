@@ -191,7 +191,6 @@ def install_operators() -> None:
     CLArray.argmin = _arg("argmin")
 
 
-
 # -- the namespace ------------------------------------------------------------------------------
 
 _ELEMENTWISE = {

@@ -67,14 +67,3 @@ def byte_size(text: str) -> int:
         return parse_size(text)
     except PortableError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def at_most(limit: int, kind: Callable[[str], int] = positive_int) -> Callable[[str], int]:
-    """``kind``, refusing values above ``limit`` (sizes that would be allocated)."""
-    def check(text: str) -> int:
-        value = kind(text)
-        if value > limit:
-            raise argparse.ArgumentTypeError(f"must be at most {limit}, got {text!r}")
-        return value
-    check.__name__ = kind.__name__
-    return check

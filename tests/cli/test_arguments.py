@@ -3,11 +3,9 @@ is refused with argparse's exit status 2 and a sentence naming the option, befor
 (no training into a folder, no NaN in a JSON summary, no division by a zero batch)."""
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
-from portable.cli.arguments import (at_most, byte_size, nonnegative_float, nonnegative_int,
+from portable.cli.arguments import (byte_size, nonnegative_float, nonnegative_int,
                                     positive_float, positive_int)
 from portable.cli.main import main
 
@@ -58,6 +56,3 @@ def test_the_types_accept_what_they_should():
     assert positive_int("3") == 3 and nonnegative_int("0") == 0
     assert positive_float("1e-3") == pytest.approx(1e-3) and nonnegative_float("0") == 0.0
     assert byte_size("1.5GiB") == 3 << 29 and byte_size("64MB") == 64 << 20
-    assert at_most(8)("8") == 8
-    with pytest.raises(argparse.ArgumentTypeError, match="at most 8"):
-        at_most(8)("9")
