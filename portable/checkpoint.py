@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from portable.errors import SerializationError
+from portable.io import files
 from portable.io.atomic import atomic_write_bytes, atomic_write_text, remove_stale_temporaries
 from portable.io.tensors import save_tensors, tensors_from_bytes
 
@@ -157,9 +158,10 @@ class CheckpointManager:
             SerializationError: naming the file at fault.
         """
         path = Path(manifest_path)
+        text = files.read_text(path, "checkpoint manifest")
         try:
-            manifest = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            manifest = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise SerializationError(f"checkpoint manifest {path}: unreadable ({exc})") from None
         if not isinstance(manifest, dict) or manifest.get("format") != CHECKPOINT_FORMAT:
             raise SerializationError(f"checkpoint manifest {path}: not a portable checkpoint")
@@ -168,11 +170,9 @@ class CheckpointManager:
             entry = manifest.get("files", {}).get(role)
             if not entry:
                 raise SerializationError(f"checkpoint manifest {path}: no {role} file listed")
-            file = path.parent / entry["path"]
-            try:
-                data = file.read_bytes()
-            except OSError as exc:
-                raise SerializationError(f"checkpoint file {file}: {exc.strerror}") from None
+            file = files.resolve_inside(path.parent, entry["path"],
+                                        f"checkpoint manifest {path}: {role} file")
+            data = files.read_bytes(file, "checkpoint file", limit=entry["bytes"])
             if len(data) != entry["bytes"]:
                 raise SerializationError(f"checkpoint file {file}: truncated: {len(data)} bytes,"
                                          f" the manifest says {entry['bytes']}")

@@ -46,6 +46,7 @@ import numpy as np
 
 from portable.errors import SerializationError
 from portable.io.atomic import atomic_writer
+from portable.io.files import open_regular
 
 # safetensors refuses headers larger than this; so do we, for both reading and writing.
 MAX_HEADER_BYTES = 100_000_000
@@ -258,15 +259,14 @@ def read_tensor_file(path: str | os.PathLike, *, writable: bool = False,
     """
     source = os.fspath(path)
     try:
-        with open(source, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
+        with open_regular(source, what) as (handle, size):
             length = _header_length(handle.read(8), size, source, what)
             raw = handle.read(length)
             start = 8 + length
             # Nothing to map when the file holds no tensor bytes (mmap refuses length 0).
             data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) \
                 if size > start else b""
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         raise SerializationError(f"cannot read {what} {source}: {exc}") from exc
     return _tensor_file(raw, data, start, size, source, what, writable)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from portable.errors import SerializationError
+from portable.io.files import open_regular
 from portable.ir.graph import Graph
 
 # An ONNX ModelProto starts with a field tag: ir_version (field 1, varint: 0x08) in files every
@@ -23,11 +24,8 @@ def sniff(path: str) -> str:
     """``"deployment"`` or ``"onnx"``: the format of the file at ``path``."""
     from portable.predict import deployment
 
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(deployment.SNIFF_BYTES)
-    except OSError as exc:
-        raise SerializationError(f"cannot read model {path}: {exc}") from exc
+    with open_regular(path, "model") as (handle, _):
+        head = handle.read(deployment.SNIFF_BYTES)
     if deployment.is_deployment(head):
         return "deployment"
     if path.endswith(".onnx") or (head and head[0] in _ONNX_FIRST_BYTES):

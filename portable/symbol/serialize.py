@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from portable.errors import PortableError, SerializationError
+from portable.io import files
 from portable.io.json_records import RecordReader, encode_attrs
 from portable.io.json_values import encode_value
 from portable.ops import registry
@@ -143,10 +144,4 @@ def _node_from_record(reader: RecordReader, record: Any, nodes: list[SymNode],
 
 def read_text(path: str) -> str:
     """The text of a symbol file, or a SerializationError naming it."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise SerializationError(f"cannot read symbol file {path}: {exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise SerializationError(f"{path}: not a text (JSON) file: {exc}") from exc
+    return files.read_text(path, "symbol file")

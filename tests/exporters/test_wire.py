@@ -193,7 +193,7 @@ def test_external_data_outside_the_model_folder_is_refused(tmp_path):
     entry.key, entry.value = "location", "../../etc/passwd"
     path = tmp_path / "m.onnx"
     path.write_bytes(model.SerializeToString())
-    with pytest.raises(SerializationError, match="inside the model's folder"):
+    with pytest.raises(SerializationError, match="must name a file inside"):
         wire.load_model(str(path))
 
 

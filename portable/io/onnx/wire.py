@@ -18,13 +18,13 @@ Example:
 """
 from __future__ import annotations
 
-import mmap
 import os
 from typing import Any
 
 import numpy as np
 
 from portable.errors import SerializationError
+from portable.io.files import map_bytes, resolve_inside
 
 # Kinds of fields; a message class stands for a sub-message. "repeated" wraps any kind.
 INT64, INT32, UINT64, STRING, BYTES, FLOAT, DOUBLE = (
@@ -299,19 +299,6 @@ def parse_model(data: Any, source: str = "<bytes>") -> Model:
     return model
 
 
-def map_file(path: str, what: str = "ONNX model") -> memoryview:
-    """The bytes of the file at ``path``, memory-mapped read-only (an empty file gives empty
-    bytes: mmap refuses length 0)."""
-    try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size == 0:
-                return memoryview(b"")
-            return memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
-    except OSError as exc:
-        raise SerializationError(f"cannot read {what} {path}: {exc}") from exc
-
-
 def load_model(model: Any, base_dir: str | None = None) -> tuple[Model, str]:
     """Read ``model``: a path (memory-mapped), serialized bytes, or any object with
     ``SerializeToString`` (an ``onnx.ModelProto``); tensors kept in external data files
@@ -322,7 +309,7 @@ def load_model(model: Any, base_dir: str | None = None) -> tuple[Model, str]:
     """
     if isinstance(model, (str, os.PathLike)):
         source = os.fspath(model)
-        parsed = parse_model(map_file(source), source)
+        parsed = parse_model(map_bytes(source, "ONNX model"), source)
         base_dir = os.path.dirname(os.path.abspath(source)) if base_dir is None else base_dir
     elif isinstance(model, (bytes, bytearray, memoryview)):
         source = "<bytes>"
@@ -357,13 +344,10 @@ def _resolve_external(model: Model, base_dir: str | None, source: str) -> None:
     for tensor in external:
         entries = {e.key: e.value for e in tensor.external_data}
         where = f"{source}: tensor {tensor.name!r}"
-        location = entries.get("location", "")
-        if not location or os.path.isabs(location) or ".." in location.replace("\\", "/").split("/"):
-            raise SerializationError(f"{where}: external data location {location!r} must be a "
-                                     f"file inside the model's folder")
-        path = os.path.join(base_dir, location)
+        path = resolve_inside(base_dir, entries.get("location", ""),
+                              f"{where}: external data location")
         if path not in files:
-            files[path] = map_file(path, "external data file")
+            files[path] = map_bytes(path, "external data file")
         data = files[path]
         try:
             offset = int(entries.get("offset", 0))
