@@ -269,9 +269,25 @@ def _decompose(node: Node, ctx: _Context) -> tuple[list[Node], list[str | None]]
     return emitter.nodes, list(results)
 
 
+def _text(value: str, what: str) -> str:
+    """``value`` if ONNX can store it: protobuf writes strings as UTF-8, which a lone surrogate
+    (``"\\ud800"``, valid in a Python str) cannot be; otherwise a SerializationError naming
+    ``what`` instead of protobuf's UnicodeEncodeError."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SerializationError(f"cannot export {what}: {value!r:.60} is not valid Unicode "
+                                 f"text (it holds a lone surrogate); ONNX stores names and "
+                                 f"strings as UTF-8") from None
+    return value
+
+
 def _build(graph: Graph, nodes: list[Node], ctx: _Context, outputs: list[str],
            params: dict[str, np.ndarray], data: list[tuple[str, TensorType]], opset: int,
            symbolic: set, dynamic_batch: bool, batch: dict[str, int]) -> onnx.ModelProto:
+    _text(graph.name, "the graph's name")
+    for name in [n for n, _ in data] + outputs + list(graph.initializers) + list(params):
+        _text(name, f"graph {graph.name!r}: value name")
     names: set[str] = set()
     protos_out = []
     for node in nodes:
@@ -306,12 +322,20 @@ def _build(graph: Graph, nodes: list[Node], ctx: _Context, outputs: list[str],
 def _node_proto(node: Node, name: str, opset: int) -> onnx.NodeProto:
     op = node.op[len("onnx:"):] if node.op.startswith("onnx:") else node.op
     schema = versions.schema(op, versions.op_version(op, opset))
+    where = f"node {node.name!r} (op {op})"
+    for text in (name, *node.inputs, *node.outputs, *node.attrs):
+        _text(text, where)
     proto = helper.make_node(op, list(node.inputs), list(node.outputs), name=name)
     for key, value in node.attrs.items():
         if value is None:
             continue
         kind = schema.attributes[key].kind if key in schema.attributes else None
-        proto.attribute.append(protos.make_attribute(key, value, kind))
+        try:
+            proto.attribute.append(protos.make_attribute(key, value, kind))
+        except UnicodeEncodeError:  # a string value holding a lone surrogate
+            raise SerializationError(f"cannot export {where}: attribute {key!r} holds "
+                                     f"{value!r:.60}, which is not valid Unicode text; ONNX "
+                                     f"stores strings as UTF-8") from None
     return proto
 
 

@@ -111,6 +111,9 @@ def graph_from_dict(doc: Any, initializers: Mapping[str, np.ndarray],
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             reader.fail("graph", f"{kind}(s) {twice[:5]} are listed twice")
+    both = sorted({n for n, _ in inputs} & {n for n, _ in typed})
+    if both:  # which one would a reader of the value mean?
+        reader.fail("graph", f"{both[:5]} are both graph inputs and initializers")
     wanted = dict(typed)
     arrays = _check_initializers(wanted, initializers, source)
     nodes = tuple(_node(reader, record, i)

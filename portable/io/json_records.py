@@ -7,6 +7,11 @@ checks the tag and version, encodes and decodes attribute dicts, and reads typed
 failure is a SerializationError naming the source and where in the document it is
 (``model.json: node 'conv': field "op" is missing``).
 
+``parse_json`` here is the one JSON parser of every loader (these documents, safetensors headers,
+deployment metadata): it bounds nesting and refuses keys given twice and lone surrogates, so no
+loader meets a RecursionError or an ambiguous document; dtypes and shapes are read through
+``portable.dtypes`` (a table of names; Python-int element counts within fixed limits).
+
 Example:
     >>> reader = RecordReader("g.json")
     >>> doc = reader.document('{"format": "f", "version": 1}', "f", 1, "graph")
@@ -18,12 +23,18 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Mapping, NoReturn
 
 import numpy as np
 
+from portable.dtypes import FILE_DTYPES, dtype_named, shape_problem
 from portable.errors import SerializationError
 from portable.io.json_values import decode_value, encode_value
+
+# Lists and objects nested deeper than this are refused: no document portable writes comes
+# near it, and code that walks decoded values recursively stays far from Python's limit.
+MAX_DEPTH = 100
 
 
 def encode_attrs(attrs: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -125,24 +136,27 @@ class RecordReader:
         return value
 
     def shape(self, record: dict, key: str, where: str, unknown: bool = True,
-              signed: bool = False) -> list:
-        """A list of non-negative ints (``null`` for an unknown dim when ``unknown``; any int
-        when ``signed``, for formats that never checked the sign)."""
+              minimum: int = 0) -> list:
+        """A list of ints in ``[minimum, 2**62)`` holding at most ``MAX_ELEMENTS`` elements
+        (``null`` for an unknown dim when ``unknown``; ``minimum=-1`` for formats where -1
+        means unknown)."""
         shape = self.field(record, key, where)
-        if not isinstance(shape, list) or not all(
-                (d is None and unknown) or (_is_int(d) and (signed or d >= 0)) for d in shape):
-            allowed = ("ints" if signed else "non-negative ints") + (" or nulls" if unknown
-                                                                     else "")
-            self.fail(where, f"\"{key}\" must be a list of {allowed}, got {shape!r:.60}")
+        problem = shape_problem(shape, unknown=unknown, minimum=minimum)
+        if problem is not None:
+            allowed = ("non-negative ints" if minimum == 0 else f"ints >= {minimum}") + \
+                (" or nulls" if unknown else "")
+            self.fail(where, f"\"{key}\" must be a list of {allowed}; this one {problem}: "
+                             f"{shape!r:.60}")
         return shape
 
     def dtype(self, record: dict, key: str, where: str, kinds: str | None = None) -> np.dtype:
-        """A NumPy dtype named by a string field (of one of ``kinds``, when given)."""
+        """The dtype named by a string field: one of ``FILE_DTYPES`` (of one of ``kinds``, when
+        given); nothing else reaches ``np.dtype``, which parses far more than names."""
         name = self.string(record, key, where)
-        try:
-            parsed = np.dtype(name)
-        except TypeError:
-            self.fail(where, f"unknown dtype {name!r}")
+        parsed = dtype_named(name)
+        if parsed is None:
+            self.fail(where, f"unknown dtype {name!r:.40}: not a number or bool type portable "
+                             f"reads ({', '.join(FILE_DTYPES)})")
         if kinds is not None and parsed.kind not in kinds:
             self.fail(where, f"dtype {name!r} is not a number or bool type")
         return parsed
@@ -168,17 +182,117 @@ class RecordReader:
 
 
 def parse_json(text: str | bytes, source: str, what: str = "") -> Any:
-    """Decoded JSON, or a SerializationError naming ``source`` (and ``what`` was parsed).
+    """Decoded JSON, or a SerializationError naming ``source`` (and ``what`` was parsed): the
+    one JSON parser of every loader.
+
+    Beyond syntax it refuses what no file portable writes holds and what would break the code
+    reading the result: nesting deeper than ``MAX_DEPTH`` (``[[[[...`` would otherwise escape as
+    RecursionError, here or in a recursive reader further on), an object holding a key twice
+    (parsers disagree on which one wins, so two readers could see two different files) and a
+    string holding a lone surrogate (``"\\ud800"`` is valid JSON but no text: encoding it, as
+    writing a name to ONNX or hashing it does, fails). Bytes must be UTF-8.
 
     Example:
         >>> parse_json("[1]", "a.json")
         [1]
+        >>> parse_json("[" * 100000, "a.json")
+        Traceback (most recent call last):
+        ...
+        portable.errors.SerializationError: a.json: not valid JSON: nested more than 100 deep
     """
+    subject = f"{source}: {what} is not" if what else f"{source}: not"
     try:
-        return json.loads(text)
+        if isinstance(text, (bytes, bytearray, memoryview)):
+            text = bytes(text).decode("utf-8")  # (json.loads would also guess UTF-16 and -32)
+        value = json.loads(text, object_pairs_hook=_unique_keys)
+    except RecursionError:  # (the C scanner stops cleanly at the interpreter's limit)
+        raise SerializationError(f"{subject} valid JSON: nested more than {MAX_DEPTH} "
+                                 f"deep") from None
     except (TypeError, ValueError) as exc:  # (JSONDecodeError and UnicodeDecodeError too)
-        subject = f"{what} is not" if what else "not"
-        raise SerializationError(f"{source}: {subject} valid JSON: {exc}") from exc
+        raise SerializationError(f"{subject} valid JSON: {exc}") from exc
+    problem = _tree_problem(value, MAX_DEPTH, strings=_may_hold_surrogates(text))
+    if problem is not None:
+        raise SerializationError(f"{subject} valid JSON: {problem}")
+    return value
+
+
+def check_written(text: str, what: str) -> None:
+    """Refuse JSON text a writer made that ``parse_json`` would refuse for holding a lone
+    surrogate (``json.dumps`` escapes one as ``"\\ud800"`` without complaint), so that portable
+    never writes a file that it cannot read back. Cheap when there is none: a text search.
+
+    Args:
+        text: the JSON text written.
+        what: what it is, for the message (``"the graph of model.portable"``).
+
+    Raises:
+        SerializationError: naming ``what`` and the string at fault.
+    """
+    if _SURROGATE_ESCAPE.search(text):
+        problem = _tree_problem(json.loads(text), MAX_DEPTH * 100, strings=True)
+        if problem is not None:
+            raise SerializationError(f"cannot write {what}: {problem}")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ValueError(f"key {twice!r:.60} appears twice in one object")
+    return result
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _may_hold_surrogates(text: str) -> bool:
+    """Whether a string decoded from ``text`` may hold a lone surrogate: only an escape
+    (``\\udc00``) or a surrogate already in ``text`` (a str from a caller) can make one."""
+    if _SURROGATE_ESCAPE.search(text):
+        return True
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _tree_problem(value: Any, limit: int, strings: bool) -> str | None:
+    """What is wrong with a decoded document: lists and objects nested more than ``limit``
+    deep, or (when ``strings``) a key or string that is not valid Unicode. Iterative: the
+    check itself must not recurse."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+            if strings:
+                stack.extend((key, depth) for key in item)
+        elif isinstance(item, list):
+            children = item
+        else:
+            if strings and isinstance(item, str) and not _encodable(item):
+                return f"the string {item!r:.60} holds a lone surrogate (it is not text)"
+            continue
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth >= limit:
+                    return f"nested more than {limit} deep"
+                stack.append((child, depth + 1))
+            elif strings and isinstance(child, str):
+                stack.append((child, depth))
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_int(value: Any) -> bool:

@@ -19,11 +19,15 @@ from typing import Any
 
 import numpy as np
 
+from portable.dtypes import FILE_DTYPES, dtype_named, element_count, shape_problem
 from portable.errors import SerializationError
 
 TENSOR_KEY = "__tensor__"
 # Element kinds a tensor value may have: bool, signed and unsigned ints, floats.
 _TENSOR_KINDS = "biuf"
+# The JSON values each kind's data may hold (what ``tolist`` gives, and ints for floats).
+_ELEMENT_TYPES = {"b": (bool,), "i": (int,), "u": (int,), "f": (float, int)}
+_NONE = object()
 
 
 def encode_value(value: Any) -> Any:
@@ -44,9 +48,9 @@ def encode_value(value: Any) -> Any:
         0.5
     """
     if isinstance(value, np.ndarray):
-        if value.dtype.kind not in _TENSOR_KINDS:
+        if value.dtype.kind not in _TENSOR_KINDS or dtype_named(value.dtype.name) is None:
             raise SerializationError(f"cannot store a {value.dtype} tensor as JSON (numbers and "
-                                     f"booleans only)")
+                                     f"booleans of portable's dtypes only)")
         return {TENSOR_KEY: {"dtype": value.dtype.name, "shape": list(value.shape),
                              "data": value.reshape(-1).tolist()}}
     if isinstance(value, (list, tuple)):
@@ -54,7 +58,7 @@ def encode_value(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): encode_value(v) for k, v in value.items()}
     if isinstance(value, np.generic):
-        return value.item()
+        return encode_value(value.item())  # (a complex or datetime item is refused below)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     raise SerializationError(f"cannot store a {type(value).__name__} value as JSON: {value!r:.60}")
@@ -86,32 +90,38 @@ def _decode_tensor(spec: Any) -> np.ndarray:
         got = sorted(spec) if isinstance(spec, dict) else type(spec).__name__
         raise SerializationError(f"a tensor value needs \"dtype\", \"shape\" and \"data\"; "
                                  f"got {got}")
-    try:
-        dtype = np.dtype(spec["dtype"])
-    except TypeError as exc:
-        raise SerializationError(f"a tensor value has an unknown dtype {spec['dtype']!r}") from exc
+    # Looked up by name, never given to np.dtype: it parses far more than names.
+    dtype = dtype_named(spec["dtype"])
+    if dtype is None:
+        raise SerializationError(f"a tensor value has an unknown dtype {spec['dtype']!r:.40} "
+                                 f"(portable reads {', '.join(FILE_DTYPES)})")
     if dtype.kind not in _TENSOR_KINDS:
         raise SerializationError(f"a tensor value has dtype {dtype}; only numbers and booleans "
                                  f"are stored")
     shape = spec["shape"]
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool)
-                                              and d >= 0 for d in shape):
-        raise SerializationError(f"a tensor value has shape {shape!r}; expected a list of "
-                                 f"non-negative ints")
+    problem = shape_problem(shape)
+    if problem is not None:
+        raise SerializationError(f"a tensor value's shape {problem}: {shape!r:.60}")
     data = spec["data"]
     if not isinstance(data, list):
         raise SerializationError(f"a tensor value's data is a {type(data).__name__}, not a flat "
                                  f"list of numbers")
-    count = int(np.prod(shape, dtype=np.int64))
+    count = element_count(shape)  # exact: a Python int, no int64 wrap-around
     if len(data) != count:
         raise SerializationError(f"a tensor value of shape {tuple(shape)} holds {len(data)} "
                                  f"elements, not {count}")
+    # What encode_value writes for the kind: NumPy would also take strings ("1.5"), None
+    # (as NaN) or floats for ints (truncated), and read them as something else.
+    allowed = _ELEMENT_TYPES[dtype.kind]
+    odd = next((v for v in data if type(v) not in allowed), _NONE)
+    if odd is not _NONE:
+        raise SerializationError(f"a {dtype} tensor value holds {type(odd).__name__} "
+                                 f"{odd!r:.40}; its data must be a flat list of "
+                                 f"{'/'.join(t.__name__ for t in allowed)} values")
     try:
-        flat = np.asarray(data, dtype=dtype)
-    except (TypeError, ValueError, OverflowError) as exc:
+        with np.errstate(over="raise", invalid="raise"):
+            flat = np.asarray(data, dtype=dtype)
+    except (TypeError, ValueError, OverflowError, FloatingPointError) as exc:
         raise SerializationError(f"a {dtype} tensor value holds data that is not {dtype}: "
                                  f"{exc}") from exc
-    if flat.ndim != 1:
-        raise SerializationError(f"a tensor value's data must be a flat list, got nested lists "
-                                 f"(array shape {flat.shape})")
     return flat.reshape(shape)

@@ -44,9 +44,11 @@ from typing import Any, BinaryIO, Mapping
 
 import numpy as np
 
+from portable.dtypes import element_count, shape_problem
 from portable.errors import SerializationError
 from portable.io.atomic import atomic_writer
 from portable.io.files import open_regular
+from portable.io.json_records import parse_json
 
 # safetensors refuses headers larger than this; so do we, for both reading and writing.
 MAX_HEADER_BYTES = 100_000_000
@@ -307,10 +309,12 @@ def _header_length(first: bytes, size: int, source: str, what: str) -> int:
 def _tensor_file(raw: bytes, data: Any, start: int, size: int, source: str, what: str,
                  writable: bool) -> TensorFile:
     try:
-        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
-    except (UnicodeDecodeError, ValueError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise SerializationError(f"{source}: not a readable {what}: the header is not valid "
-                                 f"JSON: {exc}") from exc
+                                 f"JSON (not UTF-8 text: {exc})") from exc
+    # (parse_json refuses deep nesting and keys given twice, as safetensors does)
+    header = parse_json(text, source, f"not a readable {what}: the header")
     if not isinstance(header, dict):
         raise SerializationError(f"{source}: the header is not a JSON object")
     meta = header.pop(METADATA_KEY, None) or {}
@@ -340,14 +344,17 @@ def _spans(header: dict, available: int, source: str) -> list[tuple]:
         where = f"{source}: tensor {name!r}"
         if not isinstance(entry, dict):
             raise SerializationError(f"{where}: its entry is not a JSON object")
-        dtype = DTYPES.get(entry.get("dtype"))
+        code = entry.get("dtype")
+        dtype = DTYPES.get(code) if isinstance(code, str) else None
         if dtype is None:
-            raise SerializationError(f"{where}: unknown dtype {entry.get('dtype')!r} (this "
-                                     f"portable reads {', '.join(DTYPES)})")
+            raise SerializationError(f"{where}: unknown dtype {code!r:.40} (this portable reads "
+                                     f"{', '.join(DTYPES)})")
         shape, offsets = entry.get("shape"), entry.get("data_offsets")
-        if not isinstance(shape, list) or not all(_count(d) for d in shape):
+        problem = shape_problem(shape)
+        if problem is not None:
             raise SerializationError(f"{where}: shape {shape!r:.60} is not a list of "
-                                     f"non-negative ints")
+                                     f"non-negative ints within portable's limits (it "
+                                     f"{problem})")
         if not isinstance(offsets, list) or len(offsets) != 2 or not all(map(_count, offsets)):
             raise SerializationError(f"{where}: data_offsets {offsets!r:.60} is not a pair of "
                                      f"non-negative ints")
@@ -355,9 +362,9 @@ def _spans(header: dict, available: int, source: str) -> list[tuple]:
         if not begin <= end <= available:
             raise SerializationError(f"{where}: data_offsets [{begin}, {end}] lie outside the "
                                      f"{available} bytes of tensor data (truncated file?)")
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = element_count(shape) * dtype.itemsize  # Python ints: no int64 wrap-around
         if nbytes != end - begin:
-            raise SerializationError(f"{where}: shape {shape} of {entry['dtype']} needs {nbytes} "
+            raise SerializationError(f"{where}: shape {shape} of {code} needs {nbytes} "
                                      f"bytes but data_offsets [{begin}, {end}] hold "
                                      f"{end - begin}")
         spans.append((begin, end, name, dtype, tuple(shape)))
@@ -367,15 +374,6 @@ def _spans(header: dict, available: int, source: str) -> list[tuple]:
             raise SerializationError(f"{source}: tensors {before[2]!r} and {after[2]!r} "
                                      f"overlap (bytes {after[0]} to {before[1]})")
     return spans
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
-    result = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"key {key!r} appears twice")
-        result[key] = value
-    return result
 
 
 def _count(value: Any) -> bool:
@@ -465,8 +463,8 @@ def _checked(found: TensorFile, source: str) -> tuple[dict[str, np.ndarray], dic
     if _digest(found.tensors) != meta.get("sha256"):
         raise SerializationError(f"{source}: corrupted: the tensor data does not match the "
                                  f"digest stored in its header")
-    try:
-        metadata = json.loads(meta.get("json", "{}"))
-    except json.JSONDecodeError as exc:
-        raise SerializationError(f"{source}: corrupted metadata JSON: {exc}") from None
+    metadata = parse_json(meta.get("json", "{}"), source, "its metadata")
+    if not isinstance(metadata, dict):
+        raise SerializationError(f"{source}: its metadata is a JSON {type(metadata).__name__}, "
+                                 f"not an object")
     return found.tensors, metadata

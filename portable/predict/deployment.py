@@ -36,8 +36,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from portable.errors import BindError, SerializationError
+from portable.io.graph_json import FORMAT as GRAPH_FORMAT
+from portable.io.graph_json import VERSION as GRAPH_VERSION
 from portable.io.graph_json import graph_from_dict, graph_to_dict
-from portable.io.json_records import parse_json
+from portable.io.json_records import RecordReader, check_written, parse_json
 from portable.io.tensors import (METADATA_KEY, NUMERIC_KINDS, TensorFile, looks_like_tensor_file,
                                  raw_bytes, read_tensor_file, storable, write_tensor_file)
 from portable.ir.graph import Graph, TensorType
@@ -78,6 +80,7 @@ def save(graph: Graph, path: str | os.PathLike, params: Mapping[str, Any] | None
                for name, array in graph.initializers.items()}
     crcs = {name: zlib.crc32(raw_bytes(array)) for name, array in tensors.items()}
     graph_text = json.dumps(graph_to_dict(graph), separators=(",", ":"))
+    check_written(graph_text, f"the graph of {os.fspath(path)}")  # names load would refuse
     try:
         user = json.dumps(dict(metadata or {}), separators=(",", ":"))
     except (TypeError, ValueError) as exc:
@@ -173,15 +176,18 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
     source = os.fspath(path)
     found, meta = _open(source)
     arrays = found.tensors
-    doc = parse_json(meta["graph"], source, "the graph")
-    if not isinstance(doc, dict):
-        raise SerializationError(f"{source}: the graph is not a JSON object")
+    # The fields shown are checked as load checks them, so a damaged graph is named here too.
+    reader = RecordReader(source)
+    doc = reader.check_document(parse_json(meta["graph"], source, "the graph"), GRAPH_FORMAT,
+                                GRAPH_VERSION, "graph")
+    inputs = [reader.string(reader.object(record, f"inputs[{i}]"), "name", f"inputs[{i}]")
+              for i, record in enumerate(reader.items(doc, "inputs"))]
     return {"path": source, "format": FORMAT, "version": meta["version"],
             "bytes": found.size, "header_bytes": found.header_bytes,
             "tensors": len(arrays), "tensor_bytes": sum(int(a.nbytes) for a in arrays.values()),
-            "graph": doc.get("name"), "nodes": len(doc.get("nodes") or ()),
-            "inputs": [r.get("name") for r in doc.get("inputs") or () if isinstance(r, dict)],
-            "outputs": list(doc.get("outputs") or ()),
+            "graph": reader.string(doc, "name", "graph"),
+            "nodes": len(reader.items(doc, "nodes")), "inputs": inputs,
+            "outputs": list(reader.string_list(doc, "outputs", "graph")),
             "metadata": parse_json(meta.get("metadata", "{}"), source, "the metadata")}
 
 

@@ -24,15 +24,19 @@ import numpy as np
 
 from portable.errors import PortableError, SerializationError
 from portable.io import files
-from portable.io.json_records import RecordReader, encode_attrs
+from portable.io.json_records import RecordReader, check_written, encode_attrs
 from portable.io.json_values import encode_value
+from portable.ir.graph import Node
 from portable.ops import registry
 from portable.symbol.nodes import SymNode, topo_nodes
+from portable.symbol.shape_hints import RULES
 
 Entry = tuple[SymNode, int]
 
 FORMAT = "portable.symbol"
 VERSION = 1
+# More outputs than this on one node is not a model, but a file making bind() loop.
+MAX_OUTPUTS = 1 << 16
 
 
 def entries_to_json(entries: list[Entry]) -> str:
@@ -69,8 +73,10 @@ def entries_to_json(entries: list[Entry]) -> str:
                 record["scalar"] = True
         records.append(record)
     heads = [[index[id(n)], i] for n, i in entries]
-    return json.dumps({"format": FORMAT, "version": VERSION, "nodes": records, "heads": heads},
+    text = json.dumps({"format": FORMAT, "version": VERSION, "nodes": records, "heads": heads},
                       indent=1)
+    check_written(text, "the symbol as JSON")  # names fromjson would refuse
+    return text
 
 
 def entries_from_json(text: str, source: str = "<string>") -> list[Entry]:
@@ -84,14 +90,19 @@ def entries_from_json(text: str, source: str = "<string>") -> list[Entry]:
     reader = RecordReader(source, prefix="malformed symbol JSON: ")
     doc = reader.document(text, FORMAT, VERSION, "symbol file")
     nodes: list[SymNode] = []
+    names: set[str] = set()
     try:
         for i, record in enumerate(reader.items(doc, "nodes", "symbol")):
-            nodes.append(_node_from_record(reader, record, nodes, i))
+            node = _node_from_record(reader, record, nodes, i)
+            if node.name in names:  # bind() and lowering find values by name
+                reader.fail(f"nodes[{i}]", f"node name {node.name!r} is used twice")
+            names.add(node.name)
+            nodes.append(node)
         entries = [_entry(reader, nodes, head, "heads")
                    for head in reader.items(doc, "heads", "symbol")]
     except SerializationError:
         raise
-    except PortableError as exc:  # an unknown op, named with the node
+    except PortableError as exc:  # an unknown op or a wrong attribute, named with the node
         raise SerializationError(f"{source}: {exc}") from exc
     if not entries:
         raise SerializationError(f"{source}: the symbol has no outputs (empty \"heads\")")
@@ -121,25 +132,56 @@ def _node_from_record(reader: RecordReader, record: Any, nodes: list[SymNode],
     where = f"node {name!r}"
     op = reader.field(record, "op", where)
     if op is None:  # a variable
-        shape = None if record.get("shape") is None else \
-            tuple(reader.shape(record, "shape", where, unknown=False, signed=True))
-        dtype = None if record.get("dtype") is None else reader.dtype(record, "dtype", where)
-        node = SymNode(None, name, shape=shape, dtype=dtype,
-                       var_attrs=reader.attrs(record, where))
-        hint = record.get("shape_hint")
-        if hint is not None:
-            hint = reader.object(hint, f"{where}: \"shape_hint\"")
-            node.shape_hint = (reader.string(hint, "rule", where),
-                               _entry(reader, nodes, reader.field(hint, "source", where), where),
-                               reader.value(hint, "params", where))
-        return node
+        return _variable(reader, record, nodes, name, where)
     op = reader.string(record, "op", where)
-    registry.get(op)  # unknown op -> UnknownOpError
+    declaration = registry.get(op)  # unknown op -> UnknownOpError
     inputs = [None if ref is None else _entry(reader, nodes, ref, where)
               for ref in reader.items(record, "inputs", where)]
-    return SymNode(op, name, reader.attrs(record, f"{where} (op {op})"), inputs,
-                   reader.integer(record, "num_outputs", where, default=1),
-                   scalar=bool(record.get("scalar", False)))
+    attrs = reader.attrs(record, f"{where} (op {op})")
+    count = reader.integer(record, "num_outputs", where, default=1)
+    if not 1 <= count <= MAX_OUTPUTS:
+        reader.fail(where, f"\"num_outputs\" must be 1 to {MAX_OUTPUTS}, got {count}")
+    scalar = record.get("scalar", False)
+    if not isinstance(scalar, bool) or (scalar and (op != "Constant" or "value" not in attrs)):
+        reader.fail(where, f"\"scalar\" must be a bool, true only for a Constant with a "
+                           f"value; got {scalar!r:.20} on op {op}")
+    node = SymNode(op, name, attrs, inputs, count, scalar=scalar)
+    _check_attrs(declaration, node)
+    return node
+
+
+def _variable(reader: RecordReader, record: dict, nodes: list[SymNode], name: str,
+              where: str) -> SymNode:
+    # -1 and 0 have meant "unknown" in MXNet-style shapes; any other negative dim is refused.
+    shape = None if record.get("shape") is None else \
+        tuple(reader.shape(record, "shape", where, unknown=False, minimum=-1))
+    dtype = None if record.get("dtype") is None else reader.dtype(record, "dtype", where)
+    node = SymNode(None, name, shape=shape, dtype=dtype, var_attrs=reader.attrs(record, where))
+    hint = record.get("shape_hint")
+    if hint is not None:
+        hint = reader.object(hint, f"{where}: \"shape_hint\"")
+        rule = reader.string(hint, "rule", where)
+        if rule not in RULES:
+            reader.fail(where, f"unknown shape hint rule {rule!r:.40}; known: {sorted(RULES)}")
+        params = reader.value(hint, "params", where)
+        if not isinstance(params, dict):
+            reader.fail(where, f"shape hint \"params\" must be an object, got "
+                               f"{type(params).__name__}")
+        node.shape_hint = (rule, _entry(reader, nodes, reader.field(hint, "source", where),
+                                        where), params)
+    return node
+
+
+def _check_attrs(declaration: registry.OpDef, node: SymNode) -> None:
+    """Refuse attributes the op does not declare or of the wrong kind (``"axis": "0"``), and
+    missing inputs, as the IR graph reader does: a file must not reach a kernel with them.
+    None stands for "not given" in a symbol's attributes, as ``apply_op`` passes them."""
+    given = {key: value for key, value in node.attrs.items() if value is not None}
+    probe = Node(node.op, tuple("" if e is None else e[0].output_name(e[1])
+                                for e in node.inputs), ("",), given, node.name)
+    declaration.resolve_attrs(probe)
+    declaration.check_attr_kinds(probe)
+    declaration.check_arity(probe)
 
 
 def read_text(path: str) -> str:

@@ -102,8 +102,9 @@ def _ai_onnx_opset(proto: wire.Model, source: str) -> int:
 def _import(graph: wire.Graph, opset: int, source: str,
             params_as_inputs: bool) -> tuple[Graph, dict[str, np.ndarray]]:
     if graph.sparse_initializer:
-        raise SerializationError(f"sparse initializers ({graph.sparse_initializer[0].values.name!r}"
-                                 f", ...) are not supported")
+        first = graph.sparse_initializer[0].values  # (None when the file names no values)
+        raise SerializationError(f"sparse initializers ({getattr(first, 'name', '')!r}, ...) "
+                                 f"are not supported")
     initializers: dict[str, np.ndarray] = {}
     for tensor in graph.initializer:
         if not tensor.name or tensor.name in initializers:

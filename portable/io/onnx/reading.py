@@ -11,14 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from portable.dtypes import ONNX_DTYPES, from_onnx
+# A tensor or value with more than MAX_ELEMENTS elements (2^40 - 1: 2^40 floats are 4 TiB), or a dim of
+# MAX_DIM or more, is refused as absurd: portable.dtypes holds the limits every loader shares.
+from portable.dtypes import MAX_DIM, MAX_ELEMENTS  # noqa: F401  (re-exported)
+from portable.dtypes import ONNX_DTYPES, from_onnx, shape_problem
 from portable.errors import OpAttributeError, SerializationError, ShapeError
 from portable.io.onnx.schemas import ATTRIBUTE_KINDS
 from portable.io.onnx.wire import Attribute, Tensor, ValueInfo
 from portable.ir.graph import TensorType
 
-# A tensor or value with more elements than this is refused as absurd (2^40 floats = 4 TiB).
-MAX_ELEMENTS = 1 << 40
 
 DTYPE_NAMES = dict(enumerate((
     "UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "STRING",
@@ -43,13 +44,14 @@ def dtype_name(code: int) -> str:
 
 
 def checked_dims(dims: Any, where: str) -> tuple[int, ...]:
-    """Dimensions that are non-negative and whose product is not absurd."""
-    dims = tuple(int(d) for d in dims)
-    if any(d < 0 for d in dims):
-        raise ShapeError(f"{where}: negative dimension in shape {list(dims)}")
-    if math.prod(dims) > MAX_ELEMENTS:
-        raise ShapeError(f"{where}: shape {list(dims)} holds {math.prod(dims)} elements, more "
-                         f"than portable accepts ({MAX_ELEMENTS})")
+    """A tensor's dimensions as Python ints, refused (ShapeError) unless each is in
+    ``[0, MAX_DIM)`` and they hold at most ``MAX_ELEMENTS`` elements (2^40 - 1: 2^40 itself is refused;
+    zero dims do not hide the others, which NumPy would refuse). Checked before any allocation.
+    """
+    dims = tuple(int(d) for d in dims)  # (int64 from the wire: Python ints from here on)
+    problem = shape_problem(dims)
+    if problem is not None:
+        raise ShapeError(f"{where}: shape {list(dims)[:8]} {problem}")
     return dims
 
 
@@ -102,15 +104,10 @@ def value_type(info: ValueInfo, where: str) -> TensorType:
     if tensor.shape is None:
         raise ShapeError(f"{where}: its rank is unknown (no shape); portable needs the rank "
                          f"of every graph input")
-    dims = []
-    for dim in tensor.shape.dim:
-        if dim.dim_value is not None:
-            if dim.dim_value < 0:
-                raise ShapeError(f"{where}: negative dimension {dim.dim_value}")
-            dims.append(int(dim.dim_value))
-        else:
-            dims.append(None)
-    checked_dims([d or 0 for d in dims], where)
+    dims = [None if dim.dim_value is None else int(dim.dim_value) for dim in tensor.shape.dim]
+    problem = shape_problem(dims, unknown=True)  # (a symbolic dim hides none of the others)
+    if problem is not None:
+        raise ShapeError(f"{where}: shape {dims[:8]} {problem}")
     return TensorType(dims, from_onnx(tensor.elem_type))
 
 

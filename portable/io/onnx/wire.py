@@ -32,6 +32,7 @@ INT64, INT32, UINT64, STRING, BYTES, FLOAT, DOUBLE = (
 _NUMBERS = {INT64: np.int64, INT32: np.int32, UINT64: np.uint64, FLOAT: np.dtype("<f4"),
             DOUBLE: np.dtype("<f8")}
 _VARINTS = (INT64, INT32, UINT64)
+_MASK64 = (1 << 64) - 1
 
 
 class Malformed(ValueError):
@@ -168,14 +169,18 @@ def _varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return result, pos
+            return result & _MASK64, pos  # (bits past 64 are dropped, as protobuf drops them)
         shift += 7
         if shift > 63:
             raise Malformed("a varint is longer than 10 bytes")
 
 
 def _signed(value: int, kind: str) -> int:
-    """Two's complement: negative int32/int64 values are written as 64-bit varints."""
+    """Two's complement: negative int32/int64 values are written as 64-bit varints; an int32
+    keeps its low 32 bits, as protobuf reads it (so it always fits the field's type)."""
+    if kind == INT32:
+        value &= 0xFFFFFFFF
+        return value - (1 << 32) if value >= 1 << 31 else value
     if kind != UINT64 and value >= 1 << 63:
         value -= 1 << 64
     return value
@@ -237,6 +242,9 @@ def _parse(cls: type[Message], buf: memoryview, pos: int, end: int) -> Message:
         if spec is None:
             continue  # a field portable does not read
         name, kind, repeated = spec
+        if wire == 2 and kind in _NUMBERS and not repeated:
+            raise Malformed(f"{cls.__name__}.{name} holds one number, but is written as a "
+                            f"packed run (wire type 2)")
         item = _value(kind, wire, value, buf, f"{cls.__name__}.{name}")
         if repeated:
             chunks.setdefault(name, []).append(item)
