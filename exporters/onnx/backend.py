@@ -17,7 +17,6 @@ Example:
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -31,6 +30,7 @@ from portable.executor.compiled import CompiledGraph
 from portable.executor.feeds import check_feeds
 from portable.ir.graph import Graph, TensorType
 from portable.passes.infer import infer_types
+from portable.predict.resident import machine_bytes
 
 from portable.io.onnx.importer import import_graph
 from portable.io.onnx import versions
@@ -155,28 +155,11 @@ def check_memory(graph: Graph, types: Mapping[str, TensorType]) -> None:
         total += size
         if size > largest[1]:
             largest = (name, size)
-    limit = _memory() * MEMORY_SHARE
+    limit = machine_bytes() * MEMORY_SHARE
     if total > limit:
         raise ShapeError(f"graph {graph.name!r}: its tensors need {total / 2**30:.1f} GiB "
                          f"(largest: {largest[0]!r}, {types[largest[0]]!r}), more than the "
                          f"{limit / 2**30:.1f} GiB this machine can give")
-
-
-def _memory() -> int:
-    """Physical memory, or the process's address-space limit when that is lower."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        total = 1 << 36
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        if soft != resource.RLIM_INFINITY:
-            total = min(total, soft)
-    except (ImportError, OSError, ValueError):
-        pass
-    return total
 
 
 class PortableBackend(Backend):

@@ -5,6 +5,11 @@ vgg11, vgg16/vgg). Prediction by default; --train plans one SGD training step (f
 gradients, momentum update) and --mirror recomputes forward values in the backward pass.
 ONNX models are trained against a stand-in loss (the mean of their first output).
 
+Measuring runs the model, so it allocates what the plan predicts: the prediction is checked
+first, against --memory-budget (default: this machine's memory, or the process's
+address-space limit when lower), and a plan over it is refused before anything is allocated
+(``--batch 100000000000`` gives one sentence and exit code 2, not an out-of-memory crash).
+
 Examples:
     $ portable memory resnet50 --batch 8
     $ portable memory model.onnx --json
@@ -17,10 +22,11 @@ import json
 import os
 import sys
 
-from portable.cli.arguments import positive_int
-from portable.errors import PortableError
+from portable.cli.arguments import byte_size, positive_int
+from portable.errors import MemoryBudgetError, PortableError
 from portable.passes.plan_memory import STRATEGIES
 from portable.passes.pipeline import LEVELS
+from portable.predict.resident import machine_bytes
 
 MB = 1 << 20
 
@@ -37,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--optimize", choices=LEVELS, default="all",
                         help="graph optimisation level for prediction (default all)")
     parser.add_argument("--no-measure", action="store_true", help="plan only; do not run")
+    parser.add_argument("--memory-budget", type=byte_size, default=None, metavar="SIZE",
+                        help="measure only a plan predicted to fit in this, e.g. 2GiB "
+                        "(default: this machine's memory)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--plot", metavar="FILE.png", help="draw the memory timeline")
 
@@ -74,6 +83,26 @@ def load_onnx(path: str, train: bool, batch: int | None = None):
     return graph, params
 
 
+def check_predicted(report, budget: int | None) -> None:
+    """Refuse to measure a plan whose predicted peak is over ``budget`` (default: the
+    machine's memory): measuring would allocate all of it."""
+    from portable.sizes import format_bytes as fmt
+
+    limit = machine_bytes() if budget is None else budget
+    if report.predicted_peak_bytes <= limit:
+        return
+    parts = {"planned": report.planned_bytes, "workspace": report.workspace_bytes,
+             "weights": report.weights_bytes, "inputs": report.inputs_bytes,
+             "optimizer state": report.optimizer_state_bytes}
+    where = "--memory-budget" if budget is not None else "this machine's memory"
+    raise MemoryBudgetError(
+        f"{report.model} at batch {report.batch}: the plan predicts a peak of "
+        f"{fmt(report.predicted_peak_bytes)} ("
+        + ", ".join(f"{name} {fmt(nbytes)}" for name, nbytes in parts.items() if nbytes)
+        + f"), more than {fmt(limit)} ({where}); nothing was run: use a smaller --batch, or "
+        f"--no-measure to see the plan")
+
+
 def build_report(args: argparse.Namespace):
     from portable import memory
 
@@ -92,14 +121,28 @@ def build_report(args: argparse.Namespace):
             graph, params = load_onnx(args.model, True, args.batch)
         else:
             graph, params = memory.builtin_training_graph(args.model, args.batch or 1)
-        return memory.training_profile(graph, params, model=label, batch=args.batch,
-                                       strategy=args.strategy, use_mirror=args.mirror, run=run)
-    if is_file:
-        graph, _ = load_onnx(args.model, False)
+
+        def profile(measure: bool):
+            return memory.training_profile(graph, params, model=label, batch=args.batch,
+                                           strategy=args.strategy, use_mirror=args.mirror,
+                                           run=measure)
     else:
-        graph = memory.builtin_prediction_graph(args.model, args.batch or 1)
-    return memory.prediction_profile(graph, model=label, batch=args.batch, level=args.optimize,
-                                     strategy=args.strategy, run=run)
+        if is_file:
+            graph, _ = load_onnx(args.model, False)
+        else:
+            graph = memory.builtin_prediction_graph(args.model, args.batch or 1)
+
+        def profile(measure: bool):
+            return memory.prediction_profile(graph, model=label, batch=args.batch,
+                                             level=args.optimize, strategy=args.strategy,
+                                             run=measure)
+    report = profile(False)
+    if not run:
+        return report
+    # Planning allocates nothing; measuring allocates the plan: check it first. (The plan is
+    # made again with the measurement, which keeps the profile functions one call each.)
+    check_predicted(report, getattr(args, "memory_budget", None))
+    return profile(True)
 
 
 def _table(report) -> str:

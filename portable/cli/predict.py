@@ -4,7 +4,9 @@ MODEL is an ``.onnx`` file or a deployment file (``portable train --export m.por
 format is read from the file itself. Only NumPy is needed (pyopencl for ``--device opencl``).
 ``--inputs`` is an ``.npz`` of arrays by input name, or an ``.npy`` for a single-input model.
 All rows run as one batch (the model is rebatched), or with ``--batch-size N`` in runs of N
-rows whose outputs are joined along the first axis: less memory for many rows.
+rows whose outputs are joined along the first axis: less memory for many rows. The inputs are
+read within the budget too (1 GiB without one): sizes an ``.npy`` header or an ``.npz``
+archive declares are checked before anything is allocated or decompressed.
 
 Prints the outputs (name, shape, top-5 classes of a 2-D float output), the latency and the
 memory: what the plan needs beside the budget and the process's peak resident set. A model
@@ -24,10 +26,12 @@ import time
 from typing import Any
 
 from portable.cli.arguments import byte_size, positive_int
+from portable.predict.resident import machine_bytes
 from portable.cli.outputs import check_output_path, save_outputs
 
 TOP_K = 5
-ROWS_SHOWN = 5  # rows of top-k classes printed per output (JSON has all rows)
+ROWS_SHOWN = 5  # rows of top-k classes printed per output (JSON: up to TOP_ROWS)
+TOP_ROWS = 10000  # rows whose top-k classes are listed at all (JSON included)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,23 +48,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def read_inputs(path: str) -> dict[str, Any] | Any:
-    """The arrays of an ``.npz`` (a dict by name) or one ``.npy`` array; never unpickles.
+def read_inputs(path: str, budget: int | None = None) -> dict[str, Any] | Any:
+    """The arrays of an ``.npz`` (a dict by name) or one ``.npy`` array, read by the bounded
+    reader (``portable.io.arrays``): sizes are checked against ``budget`` (or, with none, the
+    reader's default limit) before anything is allocated or decompressed; never unpickles.
+    ``portable run`` reads its inputs with this too.
 
-    Raises SerializationError naming the file when it cannot be read.
+    Raises:
+        SerializationError: the file cannot be read (names the file and the member).
+        MemoryBudgetError: the arrays would take more than the budget.
     """
-    import numpy as np
-
-    from portable.errors import SerializationError
+    from portable.errors import MemoryBudgetError
+    from portable.io.arrays import DEFAULT_LIMIT, read_arrays
 
     try:
-        loaded = np.load(path, allow_pickle=False)
-        if isinstance(loaded, np.ndarray):
-            return loaded
-        with loaded as archive:
-            return {name: archive[name] for name in archive.files}
-    except (OSError, ValueError, EOFError) as exc:
-        raise SerializationError(f"cannot read inputs {path}: {exc}") from exc
+        return read_arrays(path, DEFAULT_LIMIT if budget is None else budget, "inputs")
+    except MemoryBudgetError as exc:
+        where = ("--memory-budget" if budget is not None else
+                 "the default for inputs; --memory-budget sets another")
+        raise MemoryBudgetError(f"{exc} ({where})") from None
 
 
 def name_inputs(arrays: dict[str, Any] | Any, input_names: list[str], path: str) -> dict:
@@ -80,12 +86,15 @@ def name_inputs(arrays: dict[str, Any] | Any, input_names: list[str], path: str)
     return dict(arrays)
 
 
-def predict_in_batches(predictor: Any, feeds: dict) -> tuple[list, int]:
+def predict_in_batches(predictor: Any, feeds: dict,
+                       limit: int | None = None) -> tuple[list, int]:
     """Run ``feeds`` through ``predictor``; rows beyond its batch run in several calls.
 
     Returns the outputs (joined along axis 0) and the number of calls. Feeds that already
     have the predictor's shapes run once; otherwise every input must have ``k * batch`` rows
-    for the model's (common, leading) batch, or a BindError says what to change.
+    for the model's (common, leading) batch, or a BindError says what to change. The joined
+    outputs (and the parts they are joined from) are held against ``limit`` bytes before the
+    first call: a model whose outputs are much larger than its inputs is refused up front.
     """
     import numpy as np
 
@@ -102,9 +111,25 @@ def predict_in_batches(predictor: Any, feeds: dict) -> tuple[list, int]:
     if batch <= 0 or total % batch:
         raise BindError(f"inputs have {total} rows, not a multiple of the model's batch "
                         f"{batch}: pass --batch-size with a divisor of {total}")
+    if limit is not None:
+        _check_joined_outputs(predictor, total // batch, limit)
     parts = [predictor.predict({n: a[i:i + batch] for n, a in feeds.items()})
              for i in range(0, total, batch)]
     return [np.concatenate(column) for column in zip(*parts)], len(parts)
+
+
+def _check_joined_outputs(predictor: Any, calls: int, limit: int) -> None:
+    """Refuse ``calls`` runs whose outputs, kept and then joined (twice their bytes), would
+    exceed ``limit``."""
+    from portable.errors import MemoryBudgetError
+    from portable.io.arrays import array_nbytes
+    from portable.sizes import format_bytes as fmt
+
+    per_call = sum(array_nbytes(t.shape, t.dtype) for t in predictor.output_types.values())
+    if 2 * calls * per_call > limit:
+        raise MemoryBudgetError(f"{calls} runs of {fmt(per_call)} of outputs each, kept and "
+                                f"joined, need {fmt(2 * calls * per_call)}, more than the "
+                                f"limit of {fmt(limit)}: predict fewer rows at a time")
 
 
 def top_k(scores: Any, k: int = TOP_K) -> tuple[list, list]:
@@ -117,9 +142,14 @@ def top_k(scores: Any, k: int = TOP_K) -> tuple[list, list]:
 
 
 def _describe(name: str, array: Any) -> dict:
+    """Name, shape, dtype and, for a 2-D float output, the top classes of its first
+    ``TOP_ROWS`` rows (Python lists cost ~100 times the array's bytes: not for every row of a
+    large input)."""
     info: dict[str, Any] = {"name": name, "shape": list(array.shape), "dtype": array.dtype.name}
     if array.ndim == 2 and array.dtype.kind == "f" and array.shape[1] > 0:
-        info["top5"], info["top5_scores"] = top_k(array)
+        info["top5"], info["top5_scores"] = top_k(array[:TOP_ROWS])
+        if len(array) > TOP_ROWS:
+            info["top5_rows_omitted"] = len(array) - TOP_ROWS
     return info
 
 
@@ -130,21 +160,26 @@ def run(args: argparse.Namespace) -> int:
 
     if args.outputs:
         check_output_path(args.outputs, [args.model, args.inputs])
-    arrays = read_inputs(args.inputs)
+    arrays = read_inputs(args.inputs, args.memory_budget)
     rows = next((len(a) for a in (arrays.values() if isinstance(arrays, dict) else [arrays])
                  if getattr(a, "ndim", 0)), 1)
+    # Without a budget the plan is still held to what the machine can give: refused before
+    # it is allocated rather than killed while it runs.
+    limit = args.memory_budget if args.memory_budget is not None else machine_bytes()
     started = time.perf_counter()
     try:
         predictor = Predictor(args.model, device=args.device, batch_size=args.batch_size or rows,
-                              memory_budget=args.memory_budget)
+                              memory_budget=limit)
     except MemoryBudgetError as exc:
+        hint = "" if args.memory_budget is not None else \
+            " (this machine's memory: no --memory-budget was given)"
         if args.batch_size or rows == 1:
-            raise
-        raise MemoryBudgetError(f"{exc}; that plans all {rows} input rows as one batch: "
+            raise MemoryBudgetError(f"{exc}{hint}") from exc
+        raise MemoryBudgetError(f"{exc}{hint}; that plans all {rows} input rows as one batch: "
                                 f"a smaller --batch-size needs less") from exc
     loaded = time.perf_counter()
     feeds = name_inputs(arrays, predictor.input_names, args.inputs)
-    outputs, calls = predict_in_batches(predictor, feeds)
+    outputs, calls = predict_in_batches(predictor, feeds, limit)
     finished = time.perf_counter()
     named = dict(zip(predictor.output_names, outputs))
     if args.outputs:
@@ -155,7 +190,8 @@ def run(args: argparse.Namespace) -> int:
         "inputs": {n: {"shape": list(a.shape), "dtype": a.dtype.name} for n, a in feeds.items()},
         "runs": calls, "load_ms": round(1e3 * (loaded - started), 3),
         "predict_ms": round(1e3 * (finished - loaded), 3),
-        "memory": dict(predictor.memory), "peak_resident_bytes": peak,
+        "memory": dict(predictor.memory, budget_bytes=args.memory_budget),
+        "peak_resident_bytes": peak,
         "peak_resident_source": source,
         "outputs": [_describe(n, a) for n, a in named.items()],
     }
@@ -183,8 +219,8 @@ def run(args: argparse.Namespace) -> int:
             pad = "" if row == 0 else " " * (width + 2 + 14 + 1 + 8)
             print(f"{pad} row {row}: " + ", ".join(f"{c}: {s:.4g}"
                                                    for c, s in zip(classes, scores)))
-        if len(info["top5"]) > ROWS_SHOWN:
-            print(" " * (width + 2 + 14 + 1 + 8) + f" ... {len(info['top5']) - ROWS_SHOWN} "
-                  f"more rows (--json or --outputs for all)")
+        if info["shape"][0] > ROWS_SHOWN:
+            print(" " * (width + 2 + 14 + 1 + 8) + f" ... {info['shape'][0] - ROWS_SHOWN} "
+                  f"more rows (--json for up to {TOP_ROWS}, --outputs for all)")
     sys.stdout.flush()
     return 0

@@ -5,8 +5,12 @@ Stages of ``CompiledGraph.__init__``: optionally optimise the graph (``portable.
 infer types and the values known while planning; drop the nodes whose outputs are all known
 (they were evaluated while planning, so constants fold for free); plan memory
 (``portable.passes.plan_memory``: in-place reuse, co-sharing, views aliasing their input) and
-ask each kernel for the scratch bytes it needs; allocate one arena and the workspace; give
-every planned value a typed view into the arena at its offset. ``run`` then only looks up
+ask each kernel for the scratch bytes it needs; with a memory budget, check the plan, the
+constants and the inputs against it; only then copy the constants the kernels read and
+allocate one arena and the workspace; give every planned value a typed view into the arena at
+its offset. A budget is also held against the declared inputs before anything else, and caps
+what constant folding may compute (``portable.passes.fold_constants.bounded_pipeline``), so a
+refused plan has allocated nothing of its size. ``run`` then only looks up
 buffers and calls kernels, which write into those views (destination-passing style), so the
 memory a run touches is the plan's.
 
@@ -39,6 +43,7 @@ from portable.device import Device
 from portable.errors import BindError, MemoryBudgetError, PortableError, ShapeError
 from portable.ir.graph import Graph, Node, TensorType
 from portable.ops import registry
+from portable.passes.fold_constants import bounded_pipeline
 from portable.passes.infer import TypeInfo, infer_types
 from portable.passes.plan_memory import MemoryPlan, plan_memory
 
@@ -87,6 +92,11 @@ def kernel_workspace(graph: Graph, info: TypeInfo,
     return predicted, sizes
 
 
+def _type_bytes(type_: TensorType) -> int:
+    """Bytes of a value of a static type (0 while a dim is unknown)."""
+    return type_.nbytes if type_.is_static else 0
+
+
 class CompiledGraph:
     """A graph bound to a device: types inferred, memory planned, kernels chosen.
 
@@ -112,11 +122,17 @@ class CompiledGraph:
                  optimize: str = "none", plan: str = "both", keep: Iterable[str] = (),
                  state_updates: Mapping[str, str] | None = None,
                  memory_budget: int | None = None) -> None:
+        if memory_budget is not None:  # the inputs alone may be over it: say so before work
+            self._check_inputs(graph, input_types or {}, constant_inputs or {}, memory_budget)
         if optimize != "none":
-            from portable.passes.pipeline import optimize as run_pipeline
+            from portable.passes.pipeline import PIPELINE, optimize as run_pipeline
 
+            # With a budget, folding never computes a value the budget could not hold.
+            passes = PIPELINE if memory_budget is None else \
+                bounded_pipeline(PIPELINE, memory_budget)
             graph = run_pipeline(graph, optimize, input_types=input_types,
-                                 protected=tuple(keep) + tuple((state_updates or {}).values()))
+                                 protected=tuple(keep) + tuple((state_updates or {}).values()),
+                                 passes=passes)
         self.graph = graph
         self.device = device
         self.backend = device.backend
@@ -127,15 +143,14 @@ class CompiledGraph:
                                 f"{self.info.types[name]!r}; give a concrete shape to run it")
         known = self.info.values
         # Only the constants a running step (or the caller) reads are kept: a folded chain's
-        # intermediates are dropped. Aligned, C-ordered copies are made only where needed (a
-        # weight memory-mapped at an odd offset of its file).
+        # intermediates are dropped. They are copied (below) only after the budget check: a
+        # ConstantOfShape's value is one element seen through zero strides until then.
         running = [(index, node) for index, node in enumerate(graph.nodes)
                    if not all(not out or out in known for out in node.outputs)]
         read = {name for _, node in running for name in node.inputs if name}
         read |= set(graph.outputs) | set(keep)
-        self.constants = {name: self.backend.from_numpy(np.require(value, requirements="CA"))
-                          for name, value in known.items() if name in read and
-                          (name not in graph.input_names or name in (constant_inputs or {}))}
+        kept = {name: value for name, value in known.items() if name in read and
+                (name not in graph.input_names or name in (constant_inputs or {}))}
         self.state_updates = dict(state_updates or {})
         self.steps: list[Step] = []
         for index, node in running:  # the others were fully evaluated while planning
@@ -150,8 +165,16 @@ class CompiledGraph:
                                             state_updates=self.state_updates,
                                             workspace=scratch)
         self.workspace_bytes = sum(sizes.values())
+        # Counted as the kernels will hold them: a broadcast view's nbytes is its full shape's.
+        self._constant_bytes = sum(int(value.nbytes) for value in kept.values())
+        self._input_bytes = sum(_type_bytes(self.info.types[name]) for name, _ in graph.inputs
+                                if name not in kept)
         if memory_budget is not None:
             self._check_budget(memory_budget)
+        # Aligned, C-ordered copies are made only where needed (a weight memory-mapped at an
+        # odd offset of its file, a constant-filled value that kernels read dense).
+        self.constants = {name: self.backend.from_numpy(np.require(value, requirements="CA"))
+                          for name, value in kept.items()}
         self.arena = self.backend.arena(self.plan.arena_bytes)
         self.workspace = {key: self.backend.arena(nbytes) for key, nbytes in sizes.items()}
         self.buffers: dict[str, Any] = {}
@@ -165,14 +188,29 @@ class CompiledGraph:
 
     @property
     def constant_bytes(self) -> int:
-        """Bytes of the constants the plan keeps (weights and folded values)."""
-        return sum(int(value.nbytes) for value in self.constants.values())
+        """Bytes of the constants the plan keeps (weights and folded values), as held once
+        copied for the kernels (a constant-filled value counts dense)."""
+        return self._constant_bytes
 
     @property
     def input_bytes(self) -> int:
         """Bytes of the inputs a run is fed."""
-        return sum(self.info.types[name].nbytes for name, _ in self.graph.inputs
-                   if name not in self.constants)
+        return self._input_bytes
+
+    @staticmethod
+    def _check_inputs(graph: Graph, input_types: Mapping[str, TensorType],
+                      constant_inputs: Mapping[str, Any], budget: int) -> None:
+        """Refuse inputs whose declared bytes alone exceed the budget, before optimising."""
+        from portable.sizes import format_bytes as fmt
+
+        sizes = {name: _type_bytes(input_types.get(name, type_)) for name, type_ in graph.inputs
+                 if name not in constant_inputs}
+        if sum(sizes.values()) > budget:
+            name = max(sizes, key=sizes.get)
+            raise MemoryBudgetError(
+                f"graph {graph.name!r}: its inputs need {fmt(sum(sizes.values()))} (the largest, "
+                f"{name!r}, {input_types.get(name, dict(graph.inputs)[name])!r}: "
+                f"{fmt(sizes[name])}), more than the memory budget {fmt(budget)}")
 
     def _check_budget(self, budget: int) -> None:
         from portable.sizes import format_bytes as fmt

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
@@ -45,8 +46,14 @@ class TensorType:
         return all(d is not None for d in self.shape)
 
     @property
+    def size(self) -> int:
+        """Elements of a static type, as an exact Python int: a shape that a file declares
+        cannot wrap around to a small count, as an int64 product would."""
+        return math.prod(self.shape)
+
+    @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return self.size * self.dtype.itemsize
 
     def __repr__(self) -> str:
         dims = "x".join("?" if d is None else str(d) for d in self.shape)

@@ -1,31 +1,51 @@
 """Constant folding: evaluate every node whose inputs are all constants, once, at compile time.
 
-Stages: (1) infer types with unlimited constant propagation, which evaluates (with the
-reference kernels) every node whose inputs' values are known, and applies fold rules (Shape
-of a static shape); random ops are never evaluated; (2) drop the nodes whose outputs are all
-known; (3) the known values that remaining nodes or graph outputs read become initializers.
+Stages: (1) infer types with constant propagation up to ``limit`` elements per value, which
+evaluates (with the reference kernels) every node whose inputs' values are known and whose
+outputs, by their inferred types, are within the limit, and applies fold rules (Shape of a
+static shape); random ops are never evaluated; (2) drop the nodes whose outputs are all known;
+(3) the known values that remaining nodes or graph outputs read become initializers.
 Weights built by a constant subgraph (ConstantOfShape, Reshape of a constant) become plain
 initializers, counted as weights by the memory planner.
 
+The limit is checked from the inferred output type before a node is evaluated, so a tiny
+model whose constant subgraph would compute gigabytes (an Expand or an Add of a large
+ConstantOfShape) allocates nothing here: the node is left to run, and the memory plan (with a
+budget, ``CompiledGraph``'s check) sees what it costs. ``within_bytes`` turns a byte budget into
+such a limit, and ``bounded_pipeline`` gives a pipeline whose folding holds to it.
+
 Example:
     >>> folded = fold_constants(graph)  # doctest: +SKIP
+    >>> passes = bounded_pipeline(PIPELINE, 64 << 20)  # doctest: +SKIP
 """
 from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable
 
 import numpy as np
 
 from portable.ir.graph import Graph
 from portable.passes.infer import infer_types
 
-UNLIMITED = 1 << 62
+# The name the optimisation pipeline gives this pass.
+PASS_NAME = "fold-constants"
+# Largest value (in elements) folded when no budget says otherwise: the ONNX backend's limit,
+# 1 GiB of float64. A value beyond it is computed when the graph runs, like any other.
+DEFAULT_LIMIT = 1 << 27
+UNLIMITED = 1 << 62  # for a caller that means to fold everything, whatever it costs
+# Bytes per element assumed when a byte budget becomes an element limit: int64 and float64,
+# the widest numeric dtypes models compute constants in.
+_WIDEST_ITEM = 8
 
 
-def fold_constants(graph: Graph, limit: int = UNLIMITED) -> Graph:
+def fold_constants(graph: Graph, limit: int = DEFAULT_LIMIT) -> Graph:
     """Returns ``graph`` with its constant subgraphs replaced by initializers.
 
     Args:
         graph: the graph.
-        limit: largest value (in elements) to fold.
+        limit: largest value (in elements) to fold; a node with a larger output is not
+            evaluated (``within_bytes`` gives the limit for a byte budget).
 
     Returns:
         The folded graph (``graph`` itself when nothing folds).
@@ -45,3 +65,18 @@ def fold_constants(graph: Graph, limit: int = UNLIMITED) -> Graph:
             value.setflags(write=False)  # so Graph keeps it as is instead of copying it
             initializers[name] = value
     return graph.replace(nodes=nodes, initializers=initializers)
+
+
+def within_bytes(max_bytes: int) -> int:
+    """The element limit that keeps every folded value within ``max_bytes`` (elements of up
+    to 8 bytes; never more than ``DEFAULT_LIMIT``)."""
+    return max(min(int(max_bytes) // _WIDEST_ITEM, DEFAULT_LIMIT), 0)
+
+
+def bounded_pipeline(passes: Iterable[Any], max_bytes: int) -> tuple:
+    """``passes`` (``portable.passes.pipeline.PIPELINE`` or a list like it) with the
+    fold-constants pass folding no value over ``max_bytes``: a value that large could never
+    fit a budget of ``max_bytes``, so it is left to the memory plan to refuse, unallocated."""
+    limit = within_bytes(max_bytes)
+    return tuple(dataclasses.replace(step, run=lambda graph, keep: fold_constants(graph, limit))
+                 if step.name == PASS_NAME else step for step in passes)

@@ -133,7 +133,7 @@ def _propagate_values(node, op, ctx, out_types, info, fold_limit) -> int | None:
         present = [t for t in out_types[:len(node.outputs)] if t is not None]
         if any(not t.is_static for t in present):
             return None
-        size = max((int(np.prod(t.shape)) for t in present), default=0)
+        size = max((t.size for t in present), default=0)
         if size > fold_limit:
             return size
         folded = evaluate_node(node, op, ctx.attrs,

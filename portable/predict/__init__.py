@@ -11,8 +11,8 @@ Example:
 """
 from portable.predict.formats import load_graph
 from portable.predict.predictor import Predictor
-from portable.predict.resident import peak_resident_bytes, reset_peak_resident
+from portable.predict.resident import machine_bytes, peak_resident_bytes, reset_peak_resident
 from portable.sizes import format_bytes, parse_size
 
-__all__ = ["Predictor", "format_bytes", "load_graph", "parse_size", "peak_resident_bytes",
-           "reset_peak_resident"]
+__all__ = ["Predictor", "format_bytes", "load_graph", "machine_bytes", "parse_size",
+           "peak_resident_bytes", "reset_peak_resident"]

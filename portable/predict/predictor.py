@@ -4,7 +4,10 @@ Stages of ``Predictor.__init__``: read the graph (``formats.load_graph``: ONNX t
 dependency-light wire-format reader, or the deployment format, whose weights stay in the
 memory-mapped file); give the batch to the inputs' leading dims; compile for the device with
 the optimisation pipeline and the memory plan (``CompiledGraph``), which refuses a plan over
-the memory budget before allocating anything. ``predict`` only checks the inputs, runs the
+the memory budget before allocating anything: inputs over the budget before the graph is
+optimised, constant folding never computes a value larger than the budget (it is left to the
+plan), and weights are copied (a constant-filled weight made dense) only once the plan, the
+weights and the inputs are known to fit. ``predict`` only checks the inputs, runs the
 plan's kernels in its preallocated arena and copies the outputs out.
 
 Resident memory is then the arena and workspace, the weights the kernels touch (pages of the
@@ -74,6 +77,11 @@ class Predictor:
             raise ShapeError(f"{name}: out of memory while planning for batch size "
                              f"{batch_size}") from exc
         self._label = name
+
+    @property
+    def output_types(self) -> dict[str, TensorType]:
+        """The type of each output of one ``predict`` call, by name."""
+        return {name: self._plan.type_of(name) for name in self.output_names}
 
     @property
     def memory(self) -> dict[str, int | None]:
