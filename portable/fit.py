@@ -6,7 +6,9 @@ checkpoint every N epochs (and optionally every N steps). With ``resume=True`` i
 from the newest good checkpoint in ``checkpoint_dir``: parameters, optimizer states and update
 counters, the random generator, the data loader's position in its shuffled order, the history
 and the early-stopping state are restored, so the resumed run ends with the same parameters,
-bit for bit, as a run that was never interrupted.
+bit for bit, as a run that was never interrupted. A checkpoint folder belongs to one run
+(``portable.checkpoint``): without ``resume`` a folder holding another run's checkpoints is
+refused, unless ``fresh=True`` deletes them.
 
 Example:
     >>> import portable as pt
@@ -30,8 +32,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from portable import random
 from portable.errors import PortableError
+from portable.fit_state import Run, params_by_name, restore, training_manifest
 
 log = logging.getLogger("portable.fit")
 
@@ -103,12 +105,6 @@ class EarlyStopping:
         self.best, self.wait = state["best"], int(state["wait"])
 
 
-def _params_by_name(net: Any) -> dict:
-    """Parameters under structural names (``0.weight``): stable across processes."""
-    getter = getattr(net, "_collect_params_with_prefix", None)
-    return dict(getter()) if getter is not None else dict(net.collect_params().items())
-
-
 def _unpack(batch: Any) -> tuple[Any, Any]:
     if not isinstance(batch, (list, tuple)) or len(batch) < 2:
         raise PortableError("fit expects batches of (data, label)")
@@ -154,23 +150,12 @@ def evaluate(net: Any, data: Any, metrics: Any = "acc", loss: Any = None,
     return result
 
 
-class _Run:
-    """The mutable state of one ``fit`` call (what a checkpoint captures)."""
-
-    def __init__(self) -> None:
-        self.epoch = 0          # completed epochs
-        self.step = 0           # optimizer steps taken
-        self.history: list[dict] = []
-        self.loss_sum = 0.0     # the current epoch's running sums (restored mid-epoch)
-        self.loss_count = 0
-
-
 def fit(net: Any, train_data: Any, val_data: Any = None, loss: Any = None,
         trainer: Any = None, optimizer: Any = "sgd", optimizer_params: dict | None = None,
         epochs: int = 10, metrics: Any = "acc", device: Any = None,
         callbacks: Sequence[Any] = (), checkpoint_dir: Any = None, checkpoint_every: int = 1,
         checkpoint_steps: int = 0, keep_checkpoints: int = 3, resume: bool = False,
-        early_stopping: EarlyStopping | None = None, progress: bool = True,
+        fresh: bool = False, early_stopping: EarlyStopping | None = None, progress: bool = True,
         architecture: dict | None = None) -> dict:
     """Train ``net`` on ``train_data`` (batches of ``(data, label)``).
 
@@ -189,20 +174,34 @@ def fit(net: Any, train_data: Any, val_data: Any = None, loss: Any = None,
         checkpoint_every: write one every this many epochs (and after the last).
         checkpoint_steps: also write one every this many steps, mid-epoch (0: never).
         keep_checkpoints: how many of the newest checkpoints to keep.
-        resume: continue from the newest good checkpoint in ``checkpoint_dir``.
+        resume: continue from the newest good checkpoint in ``checkpoint_dir``, as the same
+            run (its run id); with none there, start a new run.
+        fresh: start a new run even when ``checkpoint_dir`` holds another run's checkpoints,
+            deleting them first (without ``resume`` or ``fresh``, such a folder is refused).
         early_stopping: an EarlyStopping rule (None: train all epochs).
         progress: show a tqdm progress bar on stderr.
         architecture: JSON description of the model, stored in the manifests.
 
     Returns:
         ``{"history", "epochs", "steps", "stopped_early", "checkpoint", "resumed_from",
-        "refused_checkpoints", "seconds"}``.
+        "refused_checkpoints", "run_id", "seconds"}`` (``run_id``: the run's id, None without
+        ``checkpoint_dir``).
+
+    Raises:
+        SerializationError: ``checkpoint_dir`` holds another run's checkpoints and neither
+            ``resume`` nor ``fresh`` is given (the message names the folder and the run), or
+            ``resume`` finds checkpoints but none of the run loads.
     """
     from portable import autograd, metric as metric_mod
     from portable.engine import get_engine
     from portable.gluon import Trainer
     from portable.gluon.loss import SoftmaxCrossEntropyLoss
 
+    if resume and fresh:
+        raise PortableError("fit: resume=True continues the run in checkpoint_dir and "
+                            "fresh=True deletes it; pass one of them")
+    if (resume or fresh) and checkpoint_dir is None:
+        raise PortableError(f"fit({'resume' if resume else 'fresh'}=True) needs checkpoint_dir")
     loss_fn = loss if loss is not None else SoftmaxCrossEntropyLoss()
     if trainer is None:
         trainer = Trainer(net.collect_params(), optimizer, optimizer_params)
@@ -213,26 +212,24 @@ def fit(net: Any, train_data: Any, val_data: Any = None, loss: Any = None,
         from portable.checkpoint import CheckpointManager
 
         manager = CheckpointManager(checkpoint_dir, keep=keep_checkpoints)
-    run = _Run()
+    run = Run()
     result = {"resumed_from": None, "refused_checkpoints": [], "checkpoint": None}
     if resume:
-        if manager is None:
-            raise PortableError("fit(resume=True) needs checkpoint_dir")
-        _restore(manager, net, trainer, train_data, early_stopping, run, result, train_metric)
+        restore(manager, net, trainer, train_data, early_stopping, run, result, train_metric)
+    elif manager is not None and getattr(trainer, "rank", 0) == 0:
+        # Refuses another run's folder before any work is done. Only the writer claims it:
+        # another worker could otherwise see the writer's first checkpoint as another run's.
+        manager.start(fresh=fresh)
+    result["run_id"] = manager.run_id if manager is not None else None
 
     def save() -> None:
         store = getattr(trainer, "kvstore", None)
         if manager is None or (store is not None and store.rank != 0):
             return  # in data-parallel training rank 0 writes; every rank resumes from it
         get_engine().wait_all()  # every pushed update and random draw has landed
-        params = {name: p.data().asnumpy() for name, p in _params_by_name(net).items()}
-        manifest = {"epoch": run.epoch, "step": run.step, "architecture": architecture or {
-            "class": type(net).__name__}, "rng": random.get_state(),
-            "data": train_data.state_dict() if hasattr(train_data, "state_dict") else None,
-            "metrics": run.history[-1] if run.history else {}, "history": run.history,
-            "partial": {"loss_sum": run.loss_sum, "loss_count": run.loss_count,
-                        "metric_sums": _metric_sums(train_metric)},
-            "early_stopping": early_stopping.state_dict() if early_stopping else None}
+        params = {name: p.data().asnumpy() for name, p in params_by_name(net).items()}
+        manifest = training_manifest(run, net, train_data, train_metric, early_stopping,
+                                     architecture)
         result["checkpoint"] = str(manager.save(params, trainer.get_states(), manifest))
 
     for hook in hooks:
@@ -295,51 +292,7 @@ def fit(net: Any, train_data: Any, val_data: Any = None, loss: Any = None,
     return result
 
 
-def _metric_sums(metric: Any) -> list:
-    parts = getattr(metric, "metrics", [metric])
-    return [[m.sum_metric, m.num_inst] for m in parts]
-
-
-def _set_metric_sums(metric: Any, sums: list) -> None:
-    for part, (total, count) in zip(getattr(metric, "metrics", [metric]), sums):
-        part.sum_metric, part.num_inst = float(total), int(count)
-
-
-def _restore(manager: Any, net: Any, trainer: Any, train_data: Any, early_stopping: Any,
-             run: _Run, result: dict, train_metric: Any) -> None:
-    checkpoint = manager.latest()
-    if checkpoint is None:
-        log.info("no checkpoint in %s: starting from scratch", manager.directory)
-        return
-    params = _params_by_name(net)
-    missing = sorted(set(params) - set(checkpoint.params))
-    extra = sorted(set(checkpoint.params) - set(params))
-    if missing or extra:
-        raise PortableError(f"checkpoint {checkpoint.path} does not fit this model: missing "
-                            f"{missing[:5]}, unexpected {extra[:5]}")
-    for name, param in params.items():
-        param.set_data(checkpoint.params[name])
-    # states and counters from the checkpoint; hyper-parameters from the caller's trainer
-    trainer.set_states(checkpoint.states, str(checkpoint.path), restore_optimizer=False)
-    manifest = checkpoint.manifest
-    random.set_state(manifest["rng"])
-    if manifest.get("data") is not None and hasattr(train_data, "load_state_dict"):
-        train_data.load_state_dict(manifest["data"])
-    if early_stopping is not None and manifest.get("early_stopping"):
-        early_stopping.load_state_dict(manifest["early_stopping"])
-    run.epoch, run.step = checkpoint.epoch, checkpoint.step
-    run.history = list(manifest.get("history", []))
-    partial = manifest.get("partial") or {}
-    run.loss_sum = float(partial.get("loss_sum", 0.0))
-    run.loss_count = int(partial.get("loss_count", 0))
-    if run.loss_count:
-        _set_metric_sums(train_metric, partial.get("metric_sums", []))
-    result["resumed_from"] = str(checkpoint.path)
-    result["refused_checkpoints"] = checkpoint.refused
-    log.info("resumed from %s (epoch %d, step %d)", checkpoint.path, run.epoch, run.step)
-
-
-def _progress(train_data: Any, run: _Run, epochs: int, enabled: bool) -> Any:
+def _progress(train_data: Any, run: Run, epochs: int, enabled: bool) -> Any:
     if not enabled:
         return None
     from tqdm import tqdm

@@ -2,12 +2,15 @@
 
 Trains with a progress bar, writes checkpoints (safetensors + JSON manifests) every epoch, a
 PNG plot of loss and accuracy per epoch, the final parameters and a summary; ``--resume``
-continues exactly where the last good checkpoint left off.
+continues exactly where the last good checkpoint left off. An output folder belongs to one run:
+a new run into a folder holding another run's checkpoints is refused unless ``--fresh`` is
+given (which deletes them), so ``--resume`` never continues a run other than the last one.
 
 Example:
     $ portable train --model lenet --json
     $ portable train --model mlp --dataset mnist --data-dir ~/mnist --epochs 5 --out runs/m
     $ portable train --model lenet --out runs/l --resume --export runs/l/model.onnx
+    $ portable train --model lenet --out runs/l --fresh      # start over in runs/l
     $ portable train --model mlp --export runs/m/model.portable   # the deployment format
 """
 from __future__ import annotations
@@ -56,8 +59,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="local, or dist_sync / dist_sync_hierarchical / dist_async under "
                         "'portable launch -n N -- portable train ...'")
     parser.add_argument("--out", default=None, help="output folder (default runs/MODEL-DATASET)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue from the newest good checkpoint in OUT/checkpoints")
+    run_mode = parser.add_mutually_exclusive_group()
+    run_mode.add_argument("--resume", action="store_true",
+                          help="continue the run in OUT/checkpoints from its newest good "
+                          "checkpoint (same run id)")
+    run_mode.add_argument("--fresh", action="store_true",
+                          help="start a new run even if OUT/checkpoints holds another run's "
+                          "checkpoints: they are deleted first (without --resume or --fresh "
+                          "such a folder is refused)")
     parser.add_argument("--seed", type=nonnegative_int, default=0)
     parser.add_argument("--checkpoint-every", type=positive_int, default=1, help="epochs between "
                         "checkpoints")
@@ -145,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     result = fit(net, train, val_data=test, trainer=trainer, epochs=epochs, metrics="acc",
                  device=device, checkpoint_dir=out / "checkpoints",
                  checkpoint_every=args.checkpoint_every, checkpoint_steps=args.checkpoint_steps,
-                 keep_checkpoints=args.keep, resume=args.resume,
+                 keep_checkpoints=args.keep, resume=args.resume, fresh=args.fresh,
                  early_stopping=EarlyStopping("val_loss", args.patience) if args.patience
                  else None, progress=not args.no_progress, architecture=architecture)
 
@@ -176,7 +185,8 @@ def run(args: argparse.Namespace) -> int:
                "test_accuracy": float(scores["accuracy"]), "epochs": result["epochs"],
                "steps": result["steps"], "seconds": round(time.perf_counter() - started, 2),
                "train_seconds": round(result["seconds"], 2), "device": str(device),
-               "seed": args.seed, "resumed_from": result["resumed_from"],
+               "seed": args.seed, "run_id": result["run_id"],
+               "resumed_from": result["resumed_from"],
                "refused_checkpoints": result["refused_checkpoints"],
                "final_train_loss": result["history"][-1]["train_loss"]
                if result["history"] else None, "paths": paths}

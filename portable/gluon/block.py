@@ -35,7 +35,7 @@ from portable import autograd
 from portable.errors import PortableError
 from portable.gluon.parameter import DeferredInitializationError, Parameter
 from portable.gluon.parameter_dict import (ParameterDict, load_into, load_parameter_file,
-                                           save_parameter_file)
+                                           save_parameter_file, spread_shared)
 from portable.gluon.utils import flatten
 from portable.io.exporters import get_exporter
 
@@ -277,8 +277,9 @@ class Block:
                         ignore_extra: bool = False, cast_dtype: bool = False,
                         dtype_source: str = "current", ctx: Any = None) -> None:
         """Load parameters saved by ``save_parameters`` (or prefixed names, see the module
-        docstring). Missing, extra or mis-shaped parameters and unreadable files raise
-        SerializationError naming the file."""
+        docstring). Missing, extra, mis-shaped or mistyped parameters (all checked before any
+        is set), two values for one shared parameter, and unreadable files raise
+        SerializationError naming the file and the parameter."""
         device = device if device is not None else ctx
         loaded = load_parameter_file(filename)
         params = self._collect_params_with_prefix()
@@ -286,14 +287,7 @@ class Block:
             self.collect_params().load(filename, device, allow_missing, ignore_extra,
                                        self.prefix, cast_dtype, dtype_source)
             return
-        shared = {}
-        for name, param in params.items():  # a shared parameter may be saved once
-            shared.setdefault(id(param), []).append(name)
-        for names in shared.values():
-            present = [n for n in names if n in loaded]
-            if present:
-                for name in names:
-                    loaded.setdefault(name, loaded[present[0]])
+        spread_shared(params, loaded, filename)  # a shared parameter may be saved once
         load_into(params, loaded, filename, device, allow_missing, ignore_extra, cast_dtype,
                   dtype_source)
         self._clear_cached_ops()

@@ -18,10 +18,12 @@ from portable import initializer as _init
 from portable.device import Device
 from portable.errors import PortableError, SerializationError
 from portable.gluon.parameter import Constant, Parameter, create_initializer
-from portable.io.tensors import read_tensor_file, write_tensor_file
+from portable.io.tensors import TENSOR_FORMAT, load_tensors, read_tensor_file, write_tensor_file
 
-# The header of a parameters file names its writer; loading accepts any safetensors file.
-PARAMETERS_METADATA = {"format": "portable.gluon.parameters"}
+# The header of a parameters file names its writer; loading accepts any safetensors file but
+# portable's other kinds (optimizer states, deployment files), which hold no parameters.
+PARAMETERS_FORMAT = "portable.gluon.parameters"
+PARAMETERS_METADATA = {"format": PARAMETERS_FORMAT}
 
 
 def save_parameter_file(path: str, arrays: dict[str, np.ndarray]) -> None:
@@ -39,13 +41,24 @@ def save_parameter_file(path: str, arrays: dict[str, np.ndarray]) -> None:
 
 
 def load_parameter_file(path: str) -> dict[str, np.ndarray]:
-    """Name -> writable array of any safetensors file (SerializationError naming it if bad).
+    """Name -> writable array of a safetensors file (SerializationError naming it if bad).
+
+    Any safetensors file is read (another library's too), except one of portable's that holds
+    no parameters (its header's ``format`` names another kind, such as a deployment file); a
+    checkpoint's parameters file (a verified tensor file) has its digest checked as well.
 
     Example:
         >>> load_parameter_file("net.params")["0.weight"].shape            # doctest: +SKIP
         (2, 3)
     """
-    return read_tensor_file(path, writable=True, what="parameter file").tensors
+    found = read_tensor_file(path, what="parameter file")  # mapped: nothing copied yet
+    kind = found.metadata.get("format")
+    if kind == TENSOR_FORMAT:
+        return load_tensors(path)[0]
+    if kind is not None and kind.startswith("portable.") and kind != PARAMETERS_FORMAT:
+        raise SerializationError(f"parameter file {path}: its header says it is a {kind!r} "
+                                 f"file, which holds no parameters")
+    return {name: np.array(array) for name, array in found.tensors.items()}
 
 
 class ParameterDict:
@@ -202,8 +215,14 @@ class ParameterDict:
         """Load parameters saved by :meth:`save` (or ``HybridBlock.export``: ``arg:``/``aux:``
         prefixes are dropped), adding ``restore_prefix`` to the saved names."""
         device = device if device is not None else ctx
-        loaded = {restore_prefix + (k[4:] if k.startswith(("arg:", "aux:")) else k): v
-                  for k, v in load_parameter_file(filename).items()}
+        loaded: dict[str, np.ndarray] = {}
+        for key, value in load_parameter_file(filename).items():
+            name = restore_prefix + (key[4:] if key.startswith(("arg:", "aux:")) else key)
+            if name in loaded:  # "arg:w" and "aux:w" (or "w"): which one is meant?
+                raise SerializationError(f"file {filename} holds parameter {name!r} twice "
+                                         f"(as {key!r} and under another of the names 'w', "
+                                         f"'arg:w', 'aux:w')")
+            loaded[name] = value
         load_into(dict(self.items()), loaded, filename, device, allow_missing, ignore_extra,
                   cast_dtype, dtype_source)
 
@@ -236,6 +255,64 @@ def load_into(params: dict[str, Parameter], loaded: dict[str, np.ndarray], filen
             raise SerializationError(
                 f"file {filename} contains parameter(s) {extra} that the model does not have "
                 f"(it has {sorted(params)}); pass ignore_extra=True to skip them")
-    for name, value in loaded.items():
-        if name in params:
-            params[name]._load_init(value, device, cast_dtype, dtype_source, source=filename)
+    chosen = [(name, params[name], value) for name, value in loaded.items() if name in params]
+    for name, param, value in chosen:  # all checked before any is set: no half-loaded model
+        check_loadable(param, value, filename, cast_dtype, dtype_source, name)
+    for _, param, value in chosen:
+        param._load_init(value, device, cast_dtype, dtype_source, source=filename)
+
+
+def spread_shared(params: dict[str, Parameter], loaded: dict[str, np.ndarray],
+                  filename: str) -> None:
+    """Give every name of a shared parameter (one Parameter under several names) the value
+    saved under any of them (``save_parameters(deduplicate=True)`` saves it once), in place.
+
+    Raises:
+        SerializationError: the file holds different values under two names of one parameter.
+    """
+    names_of: dict[int, list[str]] = {}
+    for name, param in params.items():
+        names_of.setdefault(id(param), []).append(name)
+    for names in names_of.values():
+        present = [n for n in names if n in loaded]
+        if not present:
+            continue
+        first = loaded[present[0]]
+        for other in present[1:]:  # one parameter cannot take two values
+            if not (loaded[other].shape == first.shape
+                    and np.array_equal(loaded[other], first, equal_nan=True)):
+                raise SerializationError(f"file {filename} holds different values under "
+                                         f"{present[0]!r} and {other!r}, which name one "
+                                         f"shared parameter")
+        for name in names:
+            loaded.setdefault(name, first)
+
+
+def check_loadable(param: Parameter, value: np.ndarray, filename: str, cast_dtype: bool,
+                   dtype_source: str, name: str | None = None) -> None:
+    """Refuse ``value`` for ``param`` when its shape or dtype does not fit (as
+    ``Parameter._load_init`` would, and also a cast that changes the kind of number).
+
+    Args:
+        name: the name the file stores the value under, when not the parameter's own.
+
+    Raises:
+        SerializationError: naming the file and the parameter.
+    """
+    label = repr(param.name) if name in (None, param.name) else f"{name!r} ({param.name})"
+    where = f"cannot load Parameter {label} from {filename}"
+    shape = param.shape
+    if shape is not None and (len(shape) != value.ndim or any(
+            d not in (0, -1, s) for d, s in zip(shape, value.shape))):
+        raise SerializationError(f"{where}: the file has shape {value.shape}, the parameter "
+                                 f"{shape}")
+    dtype = np.dtype(param.dtype)
+    if value.dtype == dtype or (cast_dtype and dtype_source == "saved"):
+        return
+    if not cast_dtype:
+        raise SerializationError(f"{where}: the file has dtype {value.dtype}, the parameter "
+                                 f"{dtype}; pass cast_dtype=True to convert")
+    if not np.can_cast(value.dtype, dtype, "same_kind"):
+        # a cast that would drop imaginary parts or fractions, not only precision
+        raise SerializationError(f"{where}: the file's dtype {value.dtype} does not convert "
+                                 f"to the parameter's {dtype} without changing its kind")

@@ -31,8 +31,11 @@ from typing import Any
 import numpy as np
 
 from portable.errors import PortableError
-from portable.io.atomic import read_bytes
-from portable.io.tensors import tensors_from_bytes
+from portable.gluon.trainer_states import check_states
+from portable.io import files
+
+# An optimizer-states file larger than this is not one portable wrote (a bound, not a budget).
+MAX_STATES_BYTES = 1 << 40
 
 
 def _param_list(params: Any) -> list:
@@ -100,6 +103,13 @@ class Trainer:
     def kvstore(self) -> Any:
         """The KVStore (created at the first step)."""
         return self._kvstore
+
+    @property
+    def rank(self) -> int:
+        """This worker's rank in the store (0 in a single process); known before the first
+        step when the trainer was given a store object rather than a name."""
+        store = self._kvstore if self._kvstore is not None else self._kvstore_spec
+        return int(getattr(store, "rank", 0))
 
     @property
     def update_on_kvstore(self) -> bool:
@@ -245,7 +255,8 @@ class Trainer:
     def set_states(self, data: bytes, source: str = "<trainer states>",
                    restore_optimizer: bool = True) -> None:
         """Load states from ``get_states`` bytes (before the first step they are kept and
-        applied when the store is created).
+        applied when the store is created). The bytes are checked against this trainer's
+        parameters first (``check_states``): nothing is applied from a damaged file.
 
         Args:
             data: the bytes.
@@ -253,9 +264,13 @@ class Trainer:
             restore_optimizer: rebuild the optimizer from the saved configuration (MXNet's
                 behaviour); False keeps this trainer's optimizer and hyper-parameters and
                 restores only the states and update counters.
+
+        Raises:
+            SerializationError: the data is damaged, or does not fit these parameters or this
+                optimizer (names ``source``, the key and the parameter).
         """
+        self.check_states(data, source, restore_optimizer)
         if self._kvstore is None:
-            tensors_from_bytes(data, source)  # refuse a damaged blob now, not later
             self._pending_states = (data, source, restore_optimizer)
             return
         if self._update_on_kvstore:
@@ -270,6 +285,16 @@ class Trainer:
         for updater in self._updaters:  # one optimizer (and update counters) for every device
             updater.optimizer = self._optimizer
 
+    def check_states(self, data: bytes, source: str = "<trainer states>",
+                     restore_optimizer: bool = True) -> None:
+        """Check ``get_states`` bytes against this trainer without applying them (see
+        ``portable.gluon.trainer_states``).
+
+        Raises:
+            SerializationError: naming ``source``, the key and the parameter at fault.
+        """
+        check_states(data, source, self._params, self._optimizer, restore_optimizer)
+
     def save_states(self, fname: str | os.PathLike) -> None:
         """Write the optimizer states to ``fname`` (safetensors + JSON, atomically); with the
         optimizer on the store, the store writes them (a parameter server holds them)."""
@@ -282,12 +307,19 @@ class Trainer:
 
     def load_states(self, fname: str | os.PathLike) -> None:
         """Read optimizer states written by ``save_states`` (the optimizer is rebuilt from
-        the saved configuration, as MXNet does)."""
+        the saved configuration, as MXNet does).
+
+        Raises:
+            SerializationError: the file is unreadable, not a regular file, damaged, or does
+                not fit this trainer (names the file, the key and the parameter).
+        """
         if self._kvstore is not None and self._update_on_kvstore:
+            # The store reads the file (a distributed one on rank 0, or on its servers).
             self._kvstore.load_optimizer_states(str(fname))
             self._adopt_store_optimizer()
             return
-        self.set_states(read_bytes(fname, "trainer states"), str(fname))
+        data = files.read_bytes(fname, "optimizer states", limit=MAX_STATES_BYTES)
+        self.set_states(data, str(fname))
 
     def _adopt_store_optimizer(self) -> None:
         """After the store loaded states, train with the store's optimizer (loading may have
