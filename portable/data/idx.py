@@ -13,55 +13,70 @@ Example:
 from __future__ import annotations
 
 import gzip
+import math
 import os
+import zlib
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from portable.errors import SerializationError
+from portable.io.files import open_regular
 
 # IDX type byte -> big-endian dtype
 IDX_TYPES = {0x08: np.dtype("u1"), 0x09: np.dtype("i1"), 0x0B: np.dtype(">i2"),
              0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+# The most data bytes read from one IDX file: MNIST's largest file holds 47 MB.
+MAX_BYTES = 1 << 30
 
 
-def _open(path: Path):
-    with open(path, "rb") as probe:
-        gzipped = probe.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rb") if gzipped else open(path, "rb")
-
-
-def read_idx(path: str | os.PathLike) -> np.ndarray:
+def read_idx(path: str | os.PathLike, limit: int = MAX_BYTES) -> np.ndarray:
     """Read an IDX file (gzip-compressed or raw, detected from its first bytes).
+
+    The header is read first and the data's size, counted with Python ints, checked against
+    ``limit`` before the data is read; a gzip stream is inflated no further than the header
+    says (a small archive cannot expand into memory past that).
 
     Returns:
         The array in native byte order.
 
     Raises:
-        SerializationError: naming the file when it is not a well-formed IDX file.
+        SerializationError: naming the file when it is not a well-formed IDX file, or declares
+            more than ``limit`` bytes of data.
     """
     path = Path(path)
     try:
-        with _open(path) as handle:
-            data = handle.read()
-    except (OSError, EOFError) as exc:
+        with open_regular(path, "IDX file") as (raw, _):
+            gzipped = raw.read(2) == b"\x1f\x8b"
+            raw.seek(0)
+            handle = gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw
+            array = _read_body(handle, path, limit)
+    except (OSError, EOFError, zlib.error) as exc:
         raise SerializationError(f"{path}: cannot read IDX file: {exc}") from None
-    if len(data) < 4 or data[0] != 0 or data[1] != 0:
+    return array.astype(array.dtype.newbyteorder("="))
+
+
+def _read_body(handle: BinaryIO, path: Path, limit: int) -> np.ndarray:
+    head = handle.read(4)
+    if len(head) < 4 or head[0] != 0 or head[1] != 0:
         raise SerializationError(f"{path}: not an IDX file (bad magic number)")
-    dtype = IDX_TYPES.get(data[2])
+    dtype = IDX_TYPES.get(head[2])
     if dtype is None:
-        raise SerializationError(f"{path}: unknown IDX data type 0x{data[2]:02x}")
-    ndim = data[3]
-    header = 4 + 4 * ndim
-    if len(data) < header:
+        raise SerializationError(f"{path}: unknown IDX data type 0x{head[2]:02x}")
+    dims = handle.read(4 * head[3])
+    if len(dims) < 4 * head[3]:
         raise SerializationError(f"{path}: truncated IDX header")
-    shape = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if len(data) - header != expected:
+    shape = tuple(int.from_bytes(dims[i:i + 4], "big") for i in range(0, len(dims), 4))
+    expected = math.prod(shape) * dtype.itemsize
+    if expected > limit:
+        raise SerializationError(f"{path}: IDX shape {list(shape)} declares {expected} data "
+                                 f"bytes, more than the {limit}-byte limit")
+    data = handle.read(expected + 1)  # one byte more shows trailing data
+    if len(data) != expected:
         raise SerializationError(f"{path}: IDX shape {list(shape)} needs {expected} data bytes, "
-                                 f"the file has {len(data) - header}")
-    array = np.frombuffer(data, dtype=dtype, offset=header).reshape(shape)
-    return array.astype(dtype.newbyteorder("="))
+                                 f"the file has {'more' if len(data) > expected else len(data)}")
+    return np.frombuffer(data, dtype=dtype).reshape(shape)
 
 
 def write_idx(path: str | os.PathLike, array: np.ndarray, compress: bool | None = None) -> None:

@@ -45,6 +45,24 @@ def test_malformed_idx_is_refused(tmp_path):
         assert name in str(info.value)
 
 
+def test_idx_sizes_are_checked_before_the_data_is_read(tmp_path):
+    """A header declaring 2^31 x 2^31 x 2^31 float64 (a count an int64 product wraps to 0), one
+    over the byte limit, and a gzip stream holding more than its header says: all refused, the
+    last without inflating the rest of its 64 MiB of zeros."""
+    huge = bytes([0, 0, 0x0E, 3]) + struct.pack(">III", 1 << 31, 1 << 31, 1 << 31)
+    (tmp_path / "huge").write_bytes(huge)
+    with pytest.raises(SerializationError, match="declares .* more than the"):
+        read_idx(tmp_path / "huge")
+    over = _raw_idx(np.zeros(100, np.uint8), 0x08)
+    (tmp_path / "over").write_bytes(over)
+    with pytest.raises(SerializationError, match="100 data bytes, more than the 99-byte limit"):
+        read_idx(tmp_path / "over", limit=99)
+    bomb = gzip.compress(_raw_idx(np.zeros(4, np.uint8), 0x08) + bytes(64 << 20))
+    (tmp_path / "bomb.gz").write_bytes(bomb)
+    with pytest.raises(SerializationError, match="needs 4 data bytes, the file has more"):
+        read_idx(tmp_path / "bomb.gz")
+
+
 def _write_mnist(root, n_train=12, n_test=5, gz=True):
     rng = np.random.default_rng(0)
     suffix = ".gz" if gz else ""
