@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -179,7 +180,8 @@ def fit(net: Any, train_data: Any, val_data: Any = None, loss: Any = None,
         fresh: start a new run even when ``checkpoint_dir`` holds another run's checkpoints,
             deleting them first (without ``resume`` or ``fresh``, such a folder is refused).
         early_stopping: an EarlyStopping rule (None: train all epochs).
-        progress: show a tqdm progress bar on stderr.
+        progress: show a tqdm progress bar on stderr (in data-parallel training, on rank 0
+            only: the ranks' bars would overwrite each other on one terminal).
         architecture: JSON description of the model, stored in the manifests.
 
     Returns:
@@ -240,7 +242,7 @@ def fit(net: Any, train_data: Any, val_data: Any = None, loss: Any = None,
         epoch_start = time.perf_counter()
         if not run.loss_count:
             train_metric.reset()
-        bar = _progress(train_data, run, epochs, progress)
+        bar = _progress(train_data, run, epochs, progress and _draws_progress(trainer))
         for batch in train_data:
             x, y = _unpack(batch)
             x, y = _to(x, device), _to(y, device)
@@ -290,6 +292,24 @@ def fit(net: Any, train_data: Any, val_data: Any = None, loss: Any = None,
     for hook in hooks:
         hook.on_train_end(result)
     return result
+
+
+#: Where MPI launchers put the world rank (Open MPI, MPICH/Hydra and Intel MPI, Slurm).
+RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+
+
+def _draws_progress(trainer: Any) -> bool:
+    """Whether this process draws the progress bar: not when the trainer's store says a
+    non-zero rank, nor when the MPI launcher does. The second covers a trainer given a store's
+    name, which knows no rank until its first step creates the store; for the dist stores the
+    two are the same number. Non-zero ranks still log their epoch lines."""
+    if getattr(trainer, "rank", 0) != 0:
+        return False
+    for name in RANK_VARS:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value == "0"
+    return True
 
 
 def _progress(train_data: Any, run: Run, epochs: int, enabled: bool) -> Any:

@@ -59,7 +59,8 @@ def test_dry_run_prints_the_command():
                          cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     line = out.stdout.strip()
-    assert "-x PORTABLE_KV_TIMEOUT -n 3" in line
+    assert " -x PORTABLE_KV_TIMEOUT " in line and " -n 3 " in line
+    assert "portable launch: 3 ranks on " in out.stderr  # the threads each rank gets
     assert line.endswith(f"{sys.executable} -m portable.cli.main train")
 
 
