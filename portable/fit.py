@@ -6,7 +6,11 @@ checkpoint every N epochs (and optionally every N steps). With ``resume=True`` i
 from the newest good checkpoint in ``checkpoint_dir``: parameters, optimizer states and update
 counters, the random generator, the data loader's position in its shuffled order, the history
 and the early-stopping state are restored, so the resumed run ends with the same parameters,
-bit for bit, as a run that was never interrupted. A checkpoint folder belongs to one run
+bit for bit, as a run that was never interrupted. With a store that trains one replica per
+worker group (``dist_async`` with EASGD or local SGD) every worker takes part in a checkpoint:
+its parameters are the store's centre (the model that is exported) and its optimizer states
+are every group's replica, optimizer states and step counters (and EASGD's pending answers), so
+such runs resume exactly too. A checkpoint folder belongs to one run
 (``portable.checkpoint``): without ``resume`` a folder holding another run's checkpoints is
 refused, unless ``fresh=True`` deletes them.
 
@@ -34,7 +38,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from portable.errors import PortableError
-from portable.fit_state import Run, params_by_name, restore, training_manifest
+from portable.fit_state import (Run, checkpoint_tensors, collective_states, restore,
+                                training_manifest)
 
 log = logging.getLogger("portable.fit")
 
@@ -226,13 +231,17 @@ def fit(net: Any, train_data: Any, val_data: Any = None, loss: Any = None,
 
     def save() -> None:
         store = getattr(trainer, "kvstore", None)
-        if manager is None or (store is not None and store.rank != 0):
+        writer = store is None or store.rank == 0
+        if manager is None or not (writer or collective_states(trainer)):
             return  # in data-parallel training rank 0 writes; every rank resumes from it
         get_engine().wait_all()  # every pushed update and random draw has landed
-        params = {name: p.data().asnumpy() for name, p in params_by_name(net).items()}
+        # (every worker takes part with a replica store: its states and centre are collective)
+        params, states = checkpoint_tensors(net, trainer)
+        if not writer:
+            return
         manifest = training_manifest(run, net, train_data, train_metric, early_stopping,
                                      architecture)
-        result["checkpoint"] = str(manager.save(params, trainer.get_states(), manifest))
+        result["checkpoint"] = str(manager.save(params, states, manifest))
 
     for hook in hooks:
         hook.on_train_begin({"epoch": run.epoch, "step": run.step})

@@ -9,6 +9,11 @@ SerializationError naming the manifest and the key, so ``CheckpointManager.lates
 that checkpoint and falls back to the previous one instead of failing halfway through a
 restore.
 
+With a store that trains one replica per worker group (``Trainer.holds_replica_states``), a
+checkpoint is collective (``checkpoint_tensors``): its parameters are the store's centre, its
+states the store's whole training state, and ``restore`` sets the store up and puts each
+worker's replica back into its parameters (``Trainer.set_states``).
+
 Example:
     >>> checkpoint = manager.resume(check=lambda c: check_training_state(       # doctest: +SKIP
     ...     c, train_data, train_metric, trainer))
@@ -44,6 +49,27 @@ def params_by_name(net: Any) -> dict:
     """Parameters under structural names (``0.weight``): stable across processes."""
     getter = getattr(net, "_collect_params_with_prefix", None)
     return dict(getter()) if getter is not None else dict(net.collect_params().items())
+
+
+def collective_states(trainer: Any) -> bool:
+    """Whether taking ``trainer``'s states is collective (a store training one replica per
+    worker group: every worker must take part in a checkpoint, not only the writer)."""
+    return bool(getattr(trainer, "holds_replica_states", False))
+
+
+def checkpoint_tensors(net: Any, trainer: Any) -> tuple[dict, bytes | None]:
+    """The parameters and optimizer states a checkpoint holds (call it with the engine
+    drained). Collective with a replica store: every worker calls it; rank 0 gets the states
+    (the others None), and the parameters are the store's centre (EASGD's centre, local SGD's
+    average: the model that is exported), not this worker's replica; parameters the store does
+    not train (``grad_req='null'``) are this worker's own."""
+    params = params_by_name(net)
+    if not collective_states(trainer):
+        return {name: p.data().asnumpy() for name, p in params.items()}, trainer.get_states()
+    states = trainer.get_states()  # (first: it settles EASGD's answers in flight)
+    centre = trainer.get_center()
+    return ({name: centre[p] if p in centre else p.data().asnumpy()
+             for name, p in params.items()}, states)
 
 
 def metric_parts(metric: Any) -> list:
@@ -131,7 +157,7 @@ def restore(manager: Any, net: Any, trainer: Any, train_data: Any, early_stoppin
             run: Run, result: dict, train_metric: Any) -> None:
     """Continue from the newest good checkpoint of ``manager``'s folder (its run), or start
     a new run there when it holds none."""
-    from portable.gluon.parameter_dict import check_loadable
+    from portable.gluon.parameter_dict import load_into
 
     checkpoint = manager.resume(check=lambda found: check_training_state(
         found, train_data, train_metric, trainer))
@@ -144,12 +170,12 @@ def restore(manager: Any, net: Any, trainer: Any, train_data: Any, early_stoppin
     if missing or extra:
         raise PortableError(f"checkpoint {checkpoint.path} does not fit this model: missing "
                             f"{missing[:5]}, unexpected {extra[:5]}")
-    for name, param in params.items():  # all checked before any is set
-        check_loadable(param, checkpoint.params[name], str(checkpoint.path), True, "current",
-                       name)
-    for name, param in params.items():
-        param.set_data(checkpoint.params[name])
+    # all checked before any is set; deferred parameters are initialised with their values
+    # (a replica store is set up by set_states: its parameters must exist)
+    load_into(params, checkpoint.params, str(checkpoint.path), device=None,
+              allow_missing=False, ignore_extra=False, cast_dtype=True)
     # states and counters from the checkpoint; hyper-parameters from the caller's trainer
+    # (a replica store's: collective; its replicas replace the centre in the parameters)
     trainer.set_states(checkpoint.states, str(checkpoint.path), restore_optimizer=False)
     manifest = checkpoint.manifest
     random.set_state(manifest["rng"])

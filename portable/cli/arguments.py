@@ -61,6 +61,14 @@ nonnegative_float = _bounded(_real, 0.0, False, "must be 0 or more",
                              "A finite number of at least 0 (weight decay, momentum).")
 
 
+def unit_fraction(text: str) -> float:
+    """A finite number above 0 and at most 1 (EASGD's elastic coefficient)."""
+    value = positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be at most 1, got {text!r}")
+    return value
+
+
 def byte_size(text: str) -> int:
     """A byte size such as ``64MB`` or ``1.5GiB`` (``portable.sizes.parse_size``)."""
     try:

@@ -12,6 +12,8 @@ Example:
     $ portable train --model lenet --out runs/l --resume --export runs/l/model.onnx
     $ portable train --model lenet --out runs/l --fresh      # start over in runs/l
     $ portable train --model mlp --export runs/m/model.portable   # the deployment format
+    $ portable launch -n 4 --servers 1 -- portable train --kvstore dist_async \
+          --algorithm easgd --tau 4 --easgd-alpha 0.45     # MPI Elastic SGD, centre exported
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from portable.cli.arguments import nonnegative_float, nonnegative_int, positive_float, positive_int
+from portable.cli.arguments import (nonnegative_float, nonnegative_int, positive_float,
+                                    positive_int, unit_fraction)
 from portable.io.atomic import remove_stale_temporaries
 
 # Default epochs per model and learning rate per optimizer. With Adam and a cosine schedule
@@ -58,6 +61,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kvstore", default="local",
                         help="local, or dist_sync / dist_sync_hierarchical / dist_async under "
                         "'portable launch -n N -- portable train ...'")
+    parser.add_argument("--algorithm", choices=("sgd", "easgd", "local_sgd"), default=None,
+                        help="with --kvstore dist_async: sgd (default: the servers apply the "
+                        "optimizer), easgd (allreduce groups train replicas, the servers hold "
+                        "the elastic centre, which is evaluated and saved) or local_sgd "
+                        "(replicas averaged every --tau steps)")
+    parser.add_argument("--tau", type=positive_int, default=None,
+                        help="easgd / local_sgd: steps between elastic exchanges / averages "
+                        "(default 1)")
+    parser.add_argument("--easgd-alpha", type=unit_fraction, default=None,
+                        help="easgd: the elastic coefficient in (0, 1] (default 0.9 / groups)")
+    parser.add_argument("--easgd-sync", action="store_true",
+                        help="easgd: synchronous rounds (every group waits for the others at "
+                        "each exchange; deterministic)")
     parser.add_argument("--out", default=None, help="output folder (default runs/MODEL-DATASET)")
     run_mode = parser.add_mutually_exclusive_group()
     run_mode.add_argument("--resume", action="store_true",
@@ -97,6 +113,37 @@ def _device(spec: str) -> Any:
     return device
 
 
+def _store_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of ``kv.create`` that the algorithm flags ask for (checked
+    together: a flag the chosen algorithm does not use is refused, never ignored)."""
+    from portable.errors import PortableError
+
+    algorithm = args.algorithm or "sgd"
+    given = [flag for flag, value in (("--tau", args.tau), ("--easgd-alpha", args.easgd_alpha),
+                                      ("--easgd-sync", args.easgd_sync or None))
+             if value is not None]
+    if args.algorithm is not None and args.kvstore not in ("dist_async", "dist_device_async"):
+        raise PortableError(f"--algorithm {algorithm} runs on --kvstore dist_async (under "
+                            f"'portable launch --servers K'), not {args.kvstore}")
+    allowed = {"sgd": [], "local_sgd": ["--tau"],
+               "easgd": ["--tau", "--easgd-alpha", "--easgd-sync"]}[algorithm]
+    refused = [flag for flag in given if flag not in allowed]
+    if refused:
+        raise PortableError(f"{', '.join(refused)} {'does' if len(refused) == 1 else 'do'} not "
+                            f"apply to --algorithm {algorithm}; use --algorithm "
+                            f"{'easgd' if 'easgd' in refused[0] else 'easgd or local_sgd'}")
+    if args.algorithm is None:
+        return {}
+    settings: dict[str, Any] = {"algorithm": algorithm}
+    if args.tau is not None:
+        settings["tau"] = args.tau
+    if args.easgd_alpha is not None:
+        settings["alpha"] = args.easgd_alpha
+    if args.easgd_sync:
+        settings["sync"] = True
+    return settings
+
+
 def _scheduler(args: argparse.Namespace, steps_per_epoch: int, epochs: int) -> Any:
     from portable.optim import lr_scheduler as ls
 
@@ -125,12 +172,13 @@ def run(args: argparse.Namespace) -> int:
     optimizer = args.optimizer
     lr = args.lr if args.lr is not None else DEFAULT_LR.get(optimizer, 0.01)
     out = Path(args.out or f"runs/{args.model}-{args.dataset}")
+    store_settings = _store_settings(args)
     remove_stale_temporaries(out)  # left by a run killed while it wrote here
     device = _device(args.device)
 
     portable.random.seed(args.seed)
     split = load_arrays(args.dataset, args.data_dir)
-    kv = portable.kv.create(args.kvstore)
+    kv = portable.kv.create(args.kvstore, **store_settings)
     mine = shard(len(split.x_train), kv)  # this worker's samples
     train = DataLoader(ArrayDataset(split.x_train[mine], split.y_train[mine]), args.batch_size,
                        shuffle=True, last_batch="discard")
@@ -140,8 +188,10 @@ def run(args: argparse.Namespace) -> int:
     net.initialize(portable.init.Xavier(magnitude=2.0), device=device)
     if not args.no_hybridize:
         net.hybridize()
-    # Stores sum the workers' gradients; average them so N workers match one process.
-    opt_params = {"learning_rate": lr, "wd": args.wd, "rescale_grad": 1.0 / kv.num_workers}
+    # Stores sum the workers' gradients; average them so N workers match one process (a
+    # replica store sums over the worker's group only: its replica trains on the group's mean).
+    summed = getattr(kv, "gradient_workers", kv.num_workers)
+    opt_params = {"learning_rate": lr, "wd": args.wd, "rescale_grad": 1.0 / summed}
     if optimizer in ("sgd", "nag"):
         opt_params["momentum"] = args.momentum
     sched = _scheduler(args, len(train), epochs)
@@ -158,6 +208,8 @@ def run(args: argparse.Namespace) -> int:
                  early_stopping=EarlyStopping("val_loss", args.patience) if args.patience
                  else None, progress=not args.no_progress, architecture=architecture)
 
+    if hasattr(kv, "pull_center"):  # EASGD's centre (local SGD's average) is the model
+        trainer.pull_center()
     scores = evaluate(net, test, "acc", device=device)
     if kv.rank != 0:
         return 0  # every worker holds the same model; rank 0 writes the files and summary

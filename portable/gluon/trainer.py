@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from portable.errors import PortableError
-from portable.gluon.trainer_states import check_states
+from portable.gluon.trainer_states import check_replica_states, check_states
 from portable.io import files
 
 # An optimizer-states file larger than this is not one portable wrote (a bound, not a budget).
@@ -239,24 +239,98 @@ class Trainer:
                 self._kvstore.pushpull(index, param.list_grad(), out=param.list_data(),
                                        priority=-index)
 
+    def pull_center(self) -> None:
+        """Overwrite the parameters with the store's centre: the model that stores training
+        one replica per worker group export (EASGD: the servers' centre variable; local SGD:
+        the workers' average, collective there). Call it after training, before evaluating or
+        saving the model; the next ``step`` trains the replicas again.
+
+        Raises:
+            PortableError: the store keeps no centre (each worker's parameters are the model).
+        """
+        self._init_kvstore()
+        pull = getattr(self._kvstore, "pull_center", None)
+        if pull is None:
+            raise PortableError(f"Trainer.pull_center: kvstore {self._kvstore.type} keeps no "
+                                f"centre; every worker's parameters are the model")
+        for index in self._trained():  # the others (BatchNorm statistics) are this worker's
+            pull(index, out=self._params[index].list_data(), priority=-index)
+
     # -- optimizer states ------------------------------------------------------------------
-    def get_states(self) -> bytes:
-        """The optimizer states and configuration as bytes (a safetensors tensor file)."""
+    def get_states(self) -> bytes | None:
+        """The optimizer states and configuration as bytes (a safetensors tensor file).
+
+        With a store that trains one replica per worker group (EASGD, local SGD:
+        ``is_capable("replica_states")``) the bytes are the store's whole training state
+        (``checkpoint_bytes``: every group's replica, optimizer states and step counters, and
+        what the algorithm adds): collective there, every worker calls it; rank 0 gets the
+        bytes, the other workers None.
+        """
         if self._kvstore is None:
             if self._pending_states is not None:
                 return self._pending_states[0]
             from portable.optim import get_updater
 
             return get_updater(self._optimizer).get_states(dump_optimizer=True)
+        if self.holds_replica_states:
+            return self._kvstore.checkpoint_bytes()
         if self._update_on_kvstore:
             return self._kvstore.get_optimizer_states(dump_optimizer=True)
         return self._updaters[0].get_states(dump_optimizer=True)
+
+    @property
+    def holds_replica_states(self) -> bool:
+        """Whether the states are the store's replicas as well (``get_states`` and
+        ``set_states`` are then collective); known before the first step when the trainer
+        was given a store object."""
+        store = self._kvstore if self._kvstore is not None else self._kvstore_spec
+        capable = getattr(store, "is_capable", None)
+        return (capable is not None and capable("replica_states")
+                and self._update_on_kvstore is not False)
+
+    def get_center(self) -> dict:
+        """The store's centre (see ``pull_center``) of the parameters it trains, leaving this
+        worker's replica in the parameters: what a checkpoint saves as the model. Collective
+        where the store's ``pull_center`` is (local SGD).
+
+        Returns:
+            ``{Parameter: numpy array}`` for every parameter whose ``grad_req`` is not
+            ``null`` (the others are not trained through the store: each worker's own).
+
+        Raises:
+            PortableError: the store keeps no centre.
+
+        Example:
+            >>> centre = trainer.get_center()                       # doctest: +SKIP
+            >>> centre[net.collect_params()["dense0_weight"]].shape  # doctest: +SKIP
+            (64, 64)
+        """
+        from portable.ndarray import empty
+
+        self._init_kvstore()
+        pull = getattr(self._kvstore, "pull_center", None)
+        if pull is None:
+            raise PortableError(f"Trainer.get_center: kvstore {self._kvstore.type} keeps no "
+                                f"centre; every worker's parameters are the model")
+        centre = {}
+        for index in self._trained():
+            param = self._params[index]
+            weight = param.list_data()[0]
+            centre[param] = empty(weight.shape, device=weight.device, dtype=weight.dtype)
+            pull(index, out=centre[param], priority=-index)
+        return {param: array.asnumpy() for param, array in centre.items()}
 
     def set_states(self, data: bytes, source: str = "<trainer states>",
                    restore_optimizer: bool = True) -> None:
         """Load states from ``get_states`` bytes (before the first step they are kept and
         applied when the store is created). The bytes are checked against this trainer's
         parameters first (``check_states``): nothing is applied from a damaged file.
+
+        With a store that trains one replica per worker group (``holds_replica_states``) the
+        call is collective (every worker passes the same bytes): the store is set up now if
+        need be (the parameters must be initialised), restores every group's replica,
+        optimizer states, step counters and what its algorithm adds, and this worker's
+        replica is pulled into the parameters it trains.
 
         Args:
             data: the bytes.
@@ -270,6 +344,9 @@ class Trainer:
                 optimizer (names ``source``, the key and the parameter).
         """
         self.check_states(data, source, restore_optimizer)
+        if self.holds_replica_states:
+            self._set_replica_states(data, source, restore_optimizer)
+            return
         if self._kvstore is None:
             self._pending_states = (data, source, restore_optimizer)
             return
@@ -288,12 +365,33 @@ class Trainer:
     def check_states(self, data: bytes, source: str = "<trainer states>",
                      restore_optimizer: bool = True) -> None:
         """Check ``get_states`` bytes against this trainer without applying them (see
-        ``portable.gluon.trainer_states``).
+        ``portable.gluon.trainer_states``; with ``holds_replica_states``, a replica store's
+        checkpoint: checked alike on every worker, nothing collective).
 
         Raises:
             SerializationError: naming ``source``, the key and the parameter at fault.
         """
+        if self.holds_replica_states:
+            check_replica_states(data, source, self._params, self._optimizer,
+                                 restore_optimizer)
+            return
         check_states(data, source, self._params, self._optimizer, restore_optimizer)
+
+    def _set_replica_states(self, data: bytes, source: str, restore_optimizer: bool) -> None:
+        """Restore a replica store's ``checkpoint_bytes`` (collective: every worker calls it
+        with the same bytes), setting the store up first if need be (the parameters must be
+        initialised), then pull this worker's replica into the parameters it trains."""
+        self._init_kvstore()
+        store = self._kvstore
+        store.restore_checkpoint(data, source)  # (the saved configuration is rebuilt)
+        if restore_optimizer:
+            self._adopt_store_optimizer()
+        else:  # this trainer's optimizer, given the restored states and counters
+            restored = store.get_optimizer_states()
+            store.set_optimizer(self._optimizer)
+            store.set_optimizer_states(restored, source, restore_optimizer=False)
+        for index in self._trained():  # (the others' values are this worker's own)
+            store.pull(index, out=self._params[index].list_data(), priority=-index)
 
     def save_states(self, fname: str | os.PathLike) -> None:
         """Write the optimizer states to ``fname`` (safetensors + JSON, atomically); with the
@@ -307,16 +405,27 @@ class Trainer:
 
     def load_states(self, fname: str | os.PathLike) -> None:
         """Read optimizer states written by ``save_states`` (the optimizer is rebuilt from
-        the saved configuration, as MXNet does).
+        the saved configuration, as MXNet does). With a store whose states file also holds
+        the workers' replicas (EASGD, local SGD: ``is_capable("replica_states")``), the
+        store is set up first if need be (only it reads such a file) and the parameters are
+        pulled from it afterwards.
 
         Raises:
             SerializationError: the file is unreadable, not a regular file, damaged, or does
                 not fit this trainer (names the file, the key and the parameter).
         """
+        spec = self._kvstore_spec
+        if self._kvstore is None and getattr(spec, "is_capable", None) is not None \
+                and spec.is_capable("replica_states"):
+            self._init_kvstore()
         if self._kvstore is not None and self._update_on_kvstore:
             # The store reads the file (a distributed one on rank 0, or on its servers).
             self._kvstore.load_optimizer_states(str(fname))
             self._adopt_store_optimizer()
+            if self._kvstore.is_capable("replica_states"):  # the file held the weights too
+                for index in self._trained():  # (the others are this worker's own)
+                    self._kvstore.pull(index, out=self._params[index].list_data(),
+                                       priority=-index)
             return
         data = files.read_bytes(fname, "optimizer states", limit=MAX_STATES_BYTES)
         self.set_states(data, str(fname))

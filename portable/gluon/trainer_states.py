@@ -15,6 +15,15 @@ with a raw KeyError, TypeError or ValueError, and never half-applied:
 - ``optimizer`` (the dumped configuration, when it is to be restored): an object whose numbers
   are finite, from which the optimizer can be rebuilt.
 
+A store that trains one replica per worker group (``is_capable("replica_states")``: EASGD,
+local SGD) gives a trainer its whole training state instead (``checkpoint_bytes``): a tensor
+file of format ``portable.replica-checkpoint`` holding, per group, a tensor file with the
+group's replicas, step counters and optimizer states. ``check_replica_states`` checks that
+container, and each group's optimizer states as above, on every worker alike (every group's
+part, not only its own: the workers then agree on which checkpoint to load); whether the
+file fits the store (algorithm, workers, groups, ``tau``, the algorithm's own tensors) the
+store checks when it restores, before it changes anything.
+
 Example:
     >>> check_states(trainer.get_states(), "opt.states", trainer)    # doctest: +SKIP
 """
@@ -67,6 +76,75 @@ def check_states(data: bytes, source: str, params: list, optimizer: Any,
     if extra:
         raise SerializationError(f"{where}: tensors {extra[:5]} belong to no entry of key "
                                  f"'entries'")
+
+
+def check_replica_states(data: bytes, source: str, params: list, optimizer: Any,
+                         restore_optimizer: bool = True) -> None:
+    """Check a replica store's ``checkpoint_bytes`` against ``params`` (the trainer's, in
+    index order: key ``i`` is ``params[i]``).
+
+    Args:
+        data: the bytes.
+        source: names the file in messages.
+        params: the trainer's Parameters.
+        optimizer: the trainer's optimizer.
+        restore_optimizer: whether the trainer takes the saved configuration (the store
+            rebuilds it in any case, so it must rebuild; with False the states must also fit
+            ``optimizer``, which the trainer then keeps).
+
+    Raises:
+        SerializationError: naming ``source``, the group, the key and the parameter at fault.
+    """
+    from portable.kvstore.replica import CHECKPOINT_FORMAT  # (the store is set up already)
+
+    tensors, meta = tensors_from_bytes(data, source)
+    where = f"replica checkpoint {source}"
+    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else None
+        raise SerializationError(f"{where}: not a replica checkpoint (key 'format' is "
+                                 f"{found!r:.80}, expected {CHECKPOINT_FORMAT!r}); was it "
+                                 f"saved with another kvstore?")
+    keys = meta.get("keys")
+    if not isinstance(keys, list) or len(keys) != len(params):
+        raise SerializationError(f"{where}: key 'keys' is not a list of this trainer's "
+                                 f"{len(params)} parameters")
+    for index, entry in enumerate(keys):
+        if not (isinstance(entry, list) and len(entry) == 3 and entry[0] == index
+                and isinstance(entry[1], list) and isinstance(entry[2], str)):
+            raise SerializationError(f"{where}: key 'keys', item {index} is {entry!r:.80}, not "
+                                     f"[{index}, shape, dtype]")
+    groups = _count(meta.get("groups"), f"{where}: key 'groups'")
+    if groups < 1:
+        raise SerializationError(f"{where}: key 'groups' is 0")
+    for group in range(groups):
+        blob = tensors.get(f"group{group}")
+        if blob is None or blob.dtype != np.uint8 or blob.ndim != 1:
+            raise SerializationError(f"{where}: group {group} is missing")
+        _check_group(blob.tobytes(), f"{source} (group {group})", params, optimizer,
+                     restore_optimizer)
+
+
+def _check_group(data: bytes, source: str, params: list, optimizer: Any,
+                 restore_optimizer: bool) -> None:
+    part, meta = tensors_from_bytes(data, source)
+    where = f"replica checkpoint {source}"
+    steps = meta.get("steps") if isinstance(meta, dict) else None
+    if not isinstance(steps, list) or len(steps) != len(params):
+        raise SerializationError(f"{where}: key 'steps' is not one count per parameter")
+    for index, value in enumerate(steps):
+        _count(value, f"{where}: key 'steps', parameter {_name(params, index)}")
+    for index, param in enumerate(params):
+        weight = part.get(f"weight/{index}")
+        label = f"{where}: the replica of parameter {_name(params, index)}"
+        if weight is None:
+            raise SerializationError(f"{label} is missing")
+        _check_array(weight, param, label)
+    states = part.get("states")
+    if states is None or states.dtype != np.uint8 or states.ndim != 1:
+        raise SerializationError(f"{where}: the optimizer states are missing")
+    check_states(states.tobytes(), source, params, optimizer, restore_optimizer=True)
+    if not restore_optimizer:
+        check_states(states.tobytes(), source, params, optimizer, restore_optimizer=False)
 
 
 def _count(value: Any, what: str) -> int:

@@ -89,6 +89,28 @@ class KVStore:
         then allocates them so). False here: in one process nothing travels."""
         return False
 
+    @property
+    def traffic(self) -> dict:
+        """Bytes this rank's store moved between processes so far, ``{"sent", "received",
+        "messages"}`` (what is counted: :mod:`portable.kvstore.traffic`); zeros in one process.
+
+        Example:
+            >>> import portable as pt
+            >>> pt.kv.create("local").traffic
+            {'sent': 0, 'received': 0, 'messages': 0}
+        """
+        return {"sent": 0, "received": 0, "messages": 0}
+
+    @property
+    def bytes_sent(self) -> int:
+        """Payload bytes this rank's store sent to other processes (``traffic["sent"]``)."""
+        return self.traffic["sent"]
+
+    @property
+    def bytes_received(self) -> int:
+        """Payload bytes this rank's store received (``traffic["received"]``)."""
+        return self.traffic["received"]
+
     def is_capable(self, capability: str) -> bool:
         """Whether the store supports ``capability`` (``"optimizer"``: update on the store)."""
         return capability == "optimizer"

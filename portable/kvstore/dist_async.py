@@ -13,13 +13,16 @@ starts ``python -m portable.kvstore.server`` there). The servers' optimizer is r
 worker optimizer's JSON ``config()``; each push carries the current ``rescale_grad`` (set by
 ``Trainer.step``) and the key's ``lr_mult``/``wd_mult``.
 
+``create("dist_async", algorithm=...)`` picks another algorithm on the same roles
+(:mod:`portable.kvstore.async_algorithms`): ``easgd`` (elastic averaging with the servers
+holding the centre) or ``local_sgd`` (periodic model averaging).
+
 Example (``portable launch -n 2 --servers 1 -- python script.py``):
     >>> kv = pt.kv.create("dist_async")                       # doctest: +SKIP
     >>> trainer = gluon.Trainer(params, "sgd", kvstore=kv)      # doctest: +SKIP
 """
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
@@ -28,10 +31,10 @@ from portable.errors import PortableError, SerializationError
 from portable.io.atomic import read_bytes
 from portable.io.tensors import tensors_from_bytes, tensors_to_bytes
 from portable.kvstore.base import KVStore, _pairs
-from portable.kvstore.collective import CollectiveQueue
-from portable.kvstore.comm import WorkerCollectives, bucket_mb, env_int, get_communicator
-from portable.kvstore.ps import PSClient, Server
-from portable.kvstore.reducers import FlatReducer
+from portable.kvstore.comm import WorkerCollectives, get_communicator
+from portable.kvstore.groups import group_size_from, split_groups
+from portable.kvstore.ps import PSClient, serve_and_exit
+from portable.kvstore.traffic import Traffic
 
 _STATES_FORMAT = "portable.ps-optimizer-states"
 
@@ -51,28 +54,20 @@ class DistAsyncKVStore(WorkerCollectives, KVStore):
                  bucket_size_mb: float | None = None) -> None:
         super().__init__(name)
         comm = self._comm = get_communicator()
-        if comm.is_server:  # a script started on a server rank serves, then ends (MXNet)
-            Server(comm).run()
-            comm.close()
-            sys.exit(0)
-        group_size = group_size or env_int("PORTABLE_KV_GROUP_SIZE", 1, 1)
-        workers = comm.workers
+        serve_and_exit(comm)  # a script started on a server rank serves, then ends (MXNet)
+        group_size = group_size_from(name, group_size)
         if comm.num_servers == 0 and group_size < comm.num_workers:
             raise PortableError(
                 f"kvstore {name}: no server ranks (PORTABLE_KV_SERVERS=0) and group size "
                 f"{group_size} < {comm.num_workers} workers; launch with --servers K, or set "
                 f"the group size to the number of workers for pure allreduce")
-        self._main = workers.Dup()
+        self._main = comm.workers.Dup()
         self._group_size = group_size
-        group = workers.Split(comm.worker_rank // group_size, comm.worker_rank)
-        self._is_leader = group.Get_rank() == 0
-        self._group = None
-        if group.Get_size() > 1:
-            if bucket_size_mb is None:
-                bucket_size_mb = bucket_mb(group)
-            self._group = CollectiveQueue(group, comm.watchdog, FlatReducer(group),
-                                          f"{name}.group", bucket_mb=bucket_size_mb)
-        self._ps = PSClient(comm, name) if comm.num_servers and self._is_leader else None
+        self._traffic = Traffic()
+        group = split_groups(comm, group_size, name, bucket_size_mb, self._traffic)
+        self._is_leader, self._group = group.is_leader, group.queue
+        self._ps = (PSClient(comm, name, self._traffic) if comm.num_servers and self._is_leader
+                    else None)
         self._closed = False
         comm.watchdog.exit_hooks.append(self.close)
 
@@ -80,6 +75,12 @@ class DistAsyncKVStore(WorkerCollectives, KVStore):
     def group_size(self) -> int:
         """Workers per allreduce group."""
         return self._group_size
+
+    @property
+    def traffic(self) -> dict:
+        """Bytes this worker sent to and received from the servers and its group
+        (:mod:`portable.kvstore.traffic`)."""
+        return self._traffic.snapshot()
 
     # -- set-up ------------------------------------------------------------------------------
     def _broadcast_init(self, key: Any, value: Any) -> Any:

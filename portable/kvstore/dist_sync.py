@@ -87,6 +87,11 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
         ``bytes`` reduced, ``busy_s`` (seconds reducing what negotiations agreed on)."""
         return dict(self._queue.stats)
 
+    @property
+    def traffic(self) -> dict:
+        """Bytes reduced and broadcast by this rank (:mod:`portable.kvstore.traffic`)."""
+        return self._queue.reducer.traffic.snapshot()
+
     # -- pipeline hooks ------------------------------------------------------------------------
     def _broadcast_init(self, key: Any, value: Any) -> Any:
         self._comm.watchdog.api_call("init")

@@ -22,6 +22,7 @@ import numpy as np
 from portable.kvstore.comm import env_int, import_mpi
 from portable.kvstore.dist_sync import DistSyncKVStore
 from portable.kvstore.reducers import FlatReducer, Piece
+from portable.kvstore.traffic import Traffic
 
 
 class TwoLevelReducer:
@@ -44,7 +45,8 @@ class TwoLevelReducer:
             self.node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
         self.is_leader = self.node.Get_rank() == 0
         leaders = comm.Split(0 if self.is_leader else MPI.UNDEFINED, rank)
-        self.cross = FlatReducer(leaders, compressor) if self.is_leader else None
+        self.traffic = Traffic()  # (the leaders' step counts into it too)
+        self.cross = FlatReducer(leaders, compressor, self.traffic) if self.is_leader else None
         self._compressor = compressor
 
     @property
@@ -65,9 +67,13 @@ class TwoLevelReducer:
         else:
             self.node.Reduce(buffer, None, op=MPI.SUM, root=0)
         self.node.Bcast(buffer, root=0)
+        if self.node.Get_size() > 1:  # reduce in, broadcast out: B each way per rank
+            self.traffic.add(buffer.nbytes, buffer.nbytes)
 
     def broadcast(self, buffer: np.ndarray, root: int) -> None:
         self.comm.Bcast(buffer, root=root)
+        root_here = self.comm.Get_rank() == root
+        self.traffic.add(buffer.nbytes if root_here else 0, 0 if root_here else buffer.nbytes)
 
 
 class HierarchicalKVStore(DistSyncKVStore):

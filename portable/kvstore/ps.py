@@ -1,10 +1,12 @@
 """The parameter-server protocol of ``dist_async``: MPI point-to-point messages between workers
 and dedicated server ranks (MXNet's ps-lite roles, on MPI).
 
-A message is a JSON header (tag ``TAG_PS_HEADER``), followed for ``init``, ``push`` and
-``set_states`` by one NumPy payload from the same sender (tag ``TAG_PS_DATA``; MPI keeps the
-order of messages between two ranks). ``pull``, ``get_states`` and ``optimizer`` are answered
-on ``TAG_PS_REPLY``.
+A message is a JSON header (tag ``TAG_PS_HEADER``), followed for ``init``, ``push``,
+``set_states``, ``elastic`` and ``assign`` by one NumPy payload from the same sender (tag
+``TAG_PS_DATA``; MPI keeps the order of messages between two ranks). ``pull``, ``get_states``,
+``optimizer``, ``elastic_config`` and ``assign`` are answered on ``TAG_PS_REPLY``; ``elastic``
+exchanges on ``elastic.TAG_ELASTIC_REPLY``. A ``PSClient`` counts the bytes it moves
+(:mod:`portable.kvstore.traffic`).
 
 Placement: an array of at least ``PORTABLE_KV_BIGARRAY`` elements (default 1,000,000, MXNet's
 ``MXNET_KVSTORE_BIGARRAY_BOUND``) is cut into one contiguous part per server; a smaller one lives
@@ -12,7 +14,9 @@ whole on the server ``crc32(key) % servers``. Every worker computes the same pla
 
 Server loop: poll for a header from any worker, apply it (``push`` runs the optimizer on the
 part at once: no barrier between workers), answer it; a ``pull`` or ``push`` of a key not yet
-initialised waits for the ``init``; the loop ends when every worker sent ``stop``.
+initialised waits for the ``init``; the loop ends when every worker sent ``stop``. EASGD's
+elastic exchanges (``elastic_config``, ``elastic``, ``assign``) are answered by the rules of
+:mod:`portable.kvstore.elastic`, on their own reply tag.
 
 Example:
     >>> placement("w", 10, [3, 4])
@@ -29,10 +33,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from portable.errors import PortableError
+from portable.kvstore import elastic
 from portable.kvstore.comm import (TAG_PS_DATA, TAG_PS_HEADER, TAG_PS_REPLY, env_int,
                                    from_bytes_array, recv_bytes, to_bytes_array)
+from portable.kvstore.traffic import Traffic
 
 PS_DEVICE = "kvstore:ps"
+# operations whose header is followed by a payload
+_WITH_PAYLOAD = ("init", "push", "set_states", elastic.OP_EXCHANGE, elastic.OP_ASSIGN)
 
 
 class Part(NamedTuple):
@@ -60,24 +68,32 @@ class PSClient:
     Args:
         comm: the process's :class:`~portable.kvstore.comm.Communicator`.
         name: the store name (op names, errors).
+        traffic: counts the bytes sent and received (default: its own).
     """
 
-    def __init__(self, comm: Any, name: str) -> None:
+    def __init__(self, comm: Any, name: str, traffic: Traffic | None = None) -> None:
         self._comm = comm
         self._world = comm.world
         self._name = name
         self._parts: dict[Any, list[Part]] = {}
+        self.traffic = traffic if traffic is not None else Traffic()
 
     def register(self, key: Any, numel: int) -> None:
         self._parts[key] = placement(key, numel, self._comm.server_ranks)
 
+    def parts(self, key: Any) -> list[Part]:
+        """Where the parts of a registered key live."""
+        return self._parts[key]
+
     # -- synchronous calls (set-up, states) --------------------------------------------------
     def send(self, server: int, header: dict, payload: np.ndarray | None = None) -> None:
         """Send one message (and wait until the buffers may be reused)."""
-        requests = [self._world.Isend(to_bytes_array(header), dest=server, tag=TAG_PS_HEADER)]
+        encoded = to_bytes_array(header)
+        requests = [self._world.Isend(encoded, dest=server, tag=TAG_PS_HEADER)]
         if payload is not None:
             requests.append(self._world.Isend(payload, dest=server, tag=TAG_PS_DATA))
         self._comm.MPI.Request.Waitall(requests)
+        self.traffic.add(sent=encoded.nbytes + (0 if payload is None else payload.nbytes))
 
     def ask(self, server: int, header: dict, payload: np.ndarray | None = None) -> np.ndarray:
         """Send one message and return the server's byte answer."""
@@ -86,7 +102,9 @@ class PSClient:
             self.send(server, header, payload)
             while not self._world.Iprobe(source=server, tag=TAG_PS_REPLY):
                 time.sleep(1e-4)
-            return recv_bytes(self._world, server, TAG_PS_REPLY)
+            answer = recv_bytes(self._world, server, TAG_PS_REPLY)
+        self.traffic.add(received=answer.nbytes)
+        return answer
 
     def init(self, key: Any, flat: np.ndarray) -> None:
         for server, start, stop in self._parts[key]:
@@ -125,6 +143,7 @@ class PSClient:
                 for server, start, _ in parts:
                     self.send(server, {"op": "pull", "key": key, "part": start})
                 self._comm.MPI.Request.Waitall(receives)
+            self.traffic.add(received=flat.nbytes)
             backend.copy_into(array._data, backend.from_numpy(flat.reshape(shape)))
 
         get_engine().push(run, writes=[array._var], device=PS_DEVICE, priority=priority,
@@ -144,6 +163,7 @@ class Server:
         self._weights: dict[str, Any] = {}
         self._backlog: dict[str, list] = {}  # messages for keys not initialised yet
         self._updater: Any = None
+        self._elastic: elastic.ElasticRounds | None = None  # set by an elastic_config
         self._stopped: set[int] = set()
         self.pushes = 0
 
@@ -167,7 +187,7 @@ class Server:
             source = status.Get_source()
             header = from_bytes_array(recv_bytes(self._world, source, TAG_PS_HEADER))
             payload = None
-            if header["op"] in ("init", "push", "set_states"):
+            if header["op"] in _WITH_PAYLOAD:
                 payload = recv_bytes(self._world, source, TAG_PS_DATA)
             self._handle(source, header, payload)
 
@@ -180,6 +200,11 @@ class Server:
             from portable.optim import from_config, get_updater
 
             self._updater = get_updater(from_config(header["config"]))
+            self._reply(source, to_bytes_array({"ok": True}))
+            return
+        if op == elastic.OP_CONFIG:
+            self._elastic = elastic.ElasticRounds(header["alpha"], header["groups"],
+                                                  header["sync"])
             self._reply(source, to_bytes_array({"ok": True}))
             return
         if op == "get_states":
@@ -205,6 +230,16 @@ class Server:
             self._push(index, header, payload)
         elif op == "pull":
             self._reply(source, self._weights[index].asnumpy())
+        elif op == elastic.OP_EXCHANGE:
+            self._exchange(source, index, header, payload)
+        elif op == elastic.OP_ASSIGN:
+            weight = self._weights[index]
+            values = payload.view(weight.dtype)
+            if values.size != weight.size:
+                raise PortableError(f"server rank {self._comm.rank}: assign to key/part "
+                                    f"{index}: {values.size} values, it holds {weight.size}")
+            weight[:] = values.reshape(weight.shape)
+            self._reply(source, to_bytes_array({"ok": True}))
         else:
             raise PortableError(f"server rank {self._comm.rank}: unknown message {op!r} "
                                 f"from rank {source}")
@@ -238,8 +273,35 @@ class Server:
         self._updater(index, grad, weight)
         self.pushes += 1
 
+    def _exchange(self, source: int, index: str, header: dict, payload: np.ndarray) -> None:
+        """One group's elastic exchange: answer it (now, or when its round is complete) and
+        move the centre (:mod:`portable.kvstore.elastic`)."""
+        if self._elastic is None:
+            raise PortableError(f"server rank {self._comm.rank}: an elastic exchange of "
+                                f"key/part {index} from rank {source} before the EASGD "
+                                f"configuration (create the store with algorithm='easgd')")
+        weight = self._weights[index]
+        centre, replies = self._elastic.offer(source, index, int(header["round"]),
+                                              int(header["group"]), payload.view(weight.dtype),
+                                              lambda: weight.asnumpy().reshape(-1))
+        if centre is not None:
+            weight[:] = centre.reshape(weight.shape)
+        for dest, difference in replies:
+            self._world.Send(np.ascontiguousarray(difference), dest=dest,
+                             tag=elastic.TAG_ELASTIC_REPLY)
+
     def _reply(self, dest: int, data: np.ndarray) -> None:
         self._world.Send(np.ascontiguousarray(data), dest=dest, tag=TAG_PS_REPLY)
+
+
+def serve_and_exit(comm: Any) -> None:
+    """On a server rank, serve until every worker is done, then end the process (a script that
+    creates a parameter-server store on a server rank becomes a server there, as MXNet's did);
+    on a worker, return at once."""
+    if comm.is_server:
+        Server(comm).run()
+        comm.close()
+        sys.exit(0)
 
 
 def run_server() -> int:

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from portable.kvstore.comm import import_mpi
+from portable.kvstore.traffic import Traffic
 
 
 class Piece(NamedTuple):
@@ -30,11 +31,18 @@ class Piece(NamedTuple):
 
 class FlatReducer:
     """Reduce a bucket with one collective over ``comm`` (``Allreduce``, or with a compressor an
-    ``Allgather`` of the payloads followed by a local decode-and-sum)."""
+    ``Allgather`` of the payloads followed by a local decode-and-sum).
 
-    def __init__(self, comm: Any, compressor: Any = None) -> None:
+    Args:
+        comm: the communicator.
+        compressor: a gradient compressor (None: plain sums).
+        traffic: counts the bytes moved (:mod:`portable.kvstore.traffic`; default: its own).
+    """
+
+    def __init__(self, comm: Any, compressor: Any = None, traffic: Traffic | None = None) -> None:
         self.comm = comm
         self.compressor = compressor
+        self.traffic = traffic if traffic is not None else Traffic()
         self.MPI = import_mpi()
 
     def allreduce(self, buffer: np.ndarray, pieces: list[Piece]) -> None:
@@ -45,17 +53,25 @@ class FlatReducer:
             pieces: the bucket's pieces; only a compressor needs them (empty without one).
         """
         if self.compressor is not None and buffer.dtype == np.float32:
-            compressed_allreduce(self.comm, self.compressor, buffer, pieces)
+            sent, received = compressed_allreduce(self.comm, self.compressor, buffer, pieces)
+            self.traffic.add(sent, received)
         else:
             self.comm.Allreduce(self.MPI.IN_PLACE, buffer, op=self.MPI.SUM)
+            self.traffic.add(buffer.nbytes, buffer.nbytes)
 
     def broadcast(self, buffer: np.ndarray, root: int) -> None:
         self.comm.Bcast(buffer, root=root)
+        root_here = self.comm.Get_rank() == root
+        self.traffic.add(buffer.nbytes if root_here else 0, 0 if root_here else buffer.nbytes)
 
 
 def compressed_allreduce(comm: Any, compressor: Any, buffer: np.ndarray,
-                         pieces: list[Piece]) -> None:
-    """Allgather every rank's compressed payload and sum the decoded values in rank order."""
+                         pieces: list[Piece]) -> tuple[int, int]:
+    """Allgather every rank's compressed payload and sum the decoded values in rank order.
+
+    Returns:
+        The bytes sent and received (this rank's payload; every rank's).
+    """
     sizes = [compressor.payload_nbytes(piece.size) for piece in pieces]
     total = sum(sizes)
     send = np.empty(total, np.uint8)
@@ -73,3 +89,4 @@ def compressed_allreduce(comm: Any, compressor: Any, buffer: np.ndarray,
             compressor.decode_add(gathered[at:at + nbytes],
                                   buffer[piece.offset:piece.offset + piece.size])
             at += nbytes
+    return send.nbytes, gathered.nbytes

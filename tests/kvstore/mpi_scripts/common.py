@@ -53,3 +53,20 @@ def repo_on_path() -> None:
         os.path.abspath(__file__)))))
     if root not in sys.path:
         sys.path.insert(0, root)
+
+
+# -- EASGD and local SGD on a quadratic (tests/kvstore/test_easgd.py) -------------------------
+QUADRATIC_LR = 0.1
+QUADRATIC_SHAPES = {"w": (3, 4), "b": (5,)}  # two keys: each follows its own counter
+
+
+def quadratic_start() -> dict:
+    """The keys' initial values (float64), the same on every rank."""
+    rng = np.random.default_rng(7)
+    return {k: rng.normal(size=shape) for k, shape in QUADRATIC_SHAPES.items()}
+
+
+def quadratic_target(rank: int) -> dict:
+    """Worker ``rank``'s minimum m: its loss is 0.5 * ||x - m||^2, its gradient x - m."""
+    rng = np.random.default_rng(100 + rank)
+    return {k: 3.0 * rng.normal(size=shape) for k, shape in QUADRATIC_SHAPES.items()}
