@@ -1,0 +1,109 @@
+"""Smoke run of ``benchmarks/convergence.py --quick``: one epoch of ``dist_sync``, EASGD tau 16
+with 2 groups of 2 workers and EASGD tau 16 with 4 groups of 1 (4 workers, + 1 server rank for
+EASGD). Checks the JSON's shape and what holds by the algorithms' construction, not by tuning:
+
+* every run processes the same samples, and starts from the same model (seed 0);
+* ``dist_sync`` allreduces every gradient at every step: its bytes lie between the exact count
+  (B each way per allreduce) and about twice that (a wrongly guessed round sends again);
+* EASGD tau 16 sends each group's replica to the server once every 16 steps: its traffic
+  between the groups and the server is far below ``dist_sync``'s for the same samples, and with
+  groups of one worker (no group allreduce) so is its whole traffic. With groups of 2 the
+  group's own allreduce of the gradients, every step, already moves as many bytes per worker
+  as ``dist_sync``'s: its total is not below ``dist_sync``'s, and the test says so.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.kvstore.mpi import MISSING, REPO, needs_mpi
+
+SCRIPT = REPO / "benchmarks" / "convergence.py"
+WORKERS = 4
+
+
+def _run_quick() -> dict:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    try:
+        done = subprocess.run([sys.executable, str(SCRIPT), "--quick"], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=170)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"convergence.py --quick did not finish in 170 s\n{exc.stdout}\n{exc.stderr}")
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert done.returncode == 0 and len(lines) == 1, (done.stdout[-3000:], done.stderr[-5000:])
+    return json.loads(lines[0])
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    if MISSING is not None:
+        pytest.skip(str(MISSING))
+    return _run_quick()
+
+
+@needs_mpi
+def test_the_report_has_a_sane_curve_per_configuration(report):
+    assert report["benchmark"] == "convergence" and report["quick"] is True
+    configs = report["configs"]
+    assert set(configs) == {"dist_sync", "easgd_tau16", "easgd_g1_tau16"}
+    samples_per_epoch = None
+    for name, result in configs.items():
+        assert "error" not in result, (name, result.get("error"))
+        curve = result["curve"]
+        assert len(curve) >= 3
+        for point in curve:
+            assert set(point) >= {"samples", "bytes", "bytes_between_groups", "accuracy"}
+            assert 0.0 <= point["accuracy"] <= 1.0
+            assert 0 <= point["bytes_between_groups"] <= point["bytes"]
+        # counters only grow; the first point is the untrained model, the last every sample
+        for earlier, later in zip(curve, curve[1:]):
+            assert later["samples"] >= earlier["samples"]
+            assert later["bytes"] >= earlier["bytes"]
+        assert curve[0]["samples"] == 0
+        samples_per_epoch = samples_per_epoch or curve[-1]["samples"]
+        assert curve[-1]["samples"] == samples_per_epoch  # every run saw the same samples
+        assert result["final_accuracy"] == curve[-1]["accuracy"]
+        assert result["to_target"] is None or result["to_target"]["samples"] > 0
+    batch = report["batch_per_worker"]
+    assert samples_per_epoch == WORKERS * batch * (1438 // WORKERS // batch)
+    # the same initial model everywhere (seed 0; rank 0's weights are the store's)
+    assert len({r["curve"][0]["accuracy"] for r in configs.values()}) == 1
+    assert configs["dist_sync"]["final_accuracy"] > 0.5  # it learns (chance: 0.1)
+    assert configs["easgd_tau16"]["groups"] == 2 and configs["easgd_tau16"]["alpha"] == 0.45
+    assert configs["easgd_g1_tau16"]["groups"] == 4
+    assert configs["easgd_g1_tau16"]["alpha"] == pytest.approx(0.225)
+    factors = report["factors"]
+    assert factors["target"] == report["target_accuracy"]
+    assert "easgd_best" in factors and "easgd_g1_best" in factors
+
+
+@needs_mpi
+def test_dist_sync_moves_every_gradient_every_step(report):
+    sync = report["configs"]["dist_sync"]
+    nbytes = 4 * sync["parameters"]  # float32
+    steps = sync["steps_per_worker"]
+    init = WORKERS * nbytes  # rank 0's weights broadcast once
+    exact = WORKERS * steps * 2 * nbytes + init
+    assert exact <= sync["curve"][-1]["bytes"] <= 2 * exact
+
+
+@needs_mpi
+def test_easgd_tau_16_talks_to_the_server_far_less_than_dist_sync_allreduces(report):
+    configs = report["configs"]
+    sync = configs["dist_sync"]["curve"][-1]
+    grouped = configs["easgd_tau16"]["curve"][-1]
+    single = configs["easgd_g1_tau16"]["curve"][-1]
+    assert sync["samples"] == grouped["samples"] == single["samples"]
+    # between the groups and the server: one replica each way per group every 16 steps
+    assert grouped["bytes_between_groups"] < sync["bytes"] / 4
+    # groups of one worker: nothing else is sent
+    assert single["bytes"] == single["bytes_between_groups"] < sync["bytes"] / 4
+    # groups of two: the group allreduces its gradients every step, as dist_sync does (at
+    # least B each way per worker and step)
+    nbytes = 4 * configs["easgd_tau16"]["parameters"]
+    floor = WORKERS * configs["easgd_tau16"]["steps_per_worker"] * 2 * nbytes
+    assert grouped["bytes"] - grouped["bytes_between_groups"] >= floor
