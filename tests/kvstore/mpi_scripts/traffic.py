@@ -37,6 +37,10 @@ for step in range(steps):
     for k, w in weights.items():
         kv.pushpull(k, pt.nd.ones((sizes[k],)), out=w)
         w.wait_to_read()
+# A push's bytes are counted when its send completes, which may be after the pull that follows
+# it has answered: let every engine op finish and every worker arrive before reading.
+pt.nd.waitall()
+kv.barrier()
 after = kv.traffic
 common.write_result(out_dir, kv.rank, {
     "sent": after["sent"] - before["sent"], "received": after["received"] - before["received"],
