@@ -30,6 +30,7 @@ import os
 import sys
 import threading
 import time
+import zlib
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, NamedTuple
 
@@ -460,3 +461,19 @@ class WorkerCollectives:
                       else np.empty(int(size[0]), np.uint8))
             self._main.Bcast(buffer, root=root)
         return buffer.tobytes()
+
+
+def check_same_key(store: Any, key: Any, value: Any) -> None:
+    """Every worker of ``store`` (a collective store: ``_comm``, ``_main``) must initialise the
+    same keys, shapes and dtypes in the same order; a PortableError names the ranks that differ."""
+    described = json.dumps([key, list(value.shape), str(value.dtype)])
+    mine = np.array([zlib.crc32(described.encode())], np.int64)
+    every = np.empty(store.num_workers, np.int64)
+    with store._comm.watchdog.waiting(f"{store.type} init", key):
+        store._main.Allgather(mine, every)
+    differ = [r for r in range(store.num_workers) if every[r] != every[0]]
+    if differ:
+        raise PortableError(f"kvstore {store.type}: workers disagree on key #"
+                            f"{len(store._store)}: rank(s) {differ} initialised another key, "
+                            f"shape or dtype than rank 0 (this rank, {store.rank}: "
+                            f"{described})")

@@ -21,17 +21,14 @@ Example (run under ``portable launch -n 2 -- python script.py``):
 """
 from __future__ import annotations
 
-import json
-import zlib
 from typing import Any
-
-import numpy as np
 
 from portable.errors import PortableError, SerializationError
 from portable.io.atomic import read_bytes
 from portable.kvstore.base import KVStore, _pairs
 from portable.kvstore.collective import CollectiveQueue
-from portable.kvstore.comm import WorkerCollectives, bucket_mb, env_float, get_communicator
+from portable.kvstore.comm import (WorkerCollectives, bucket_mb, check_same_key, env_float,
+                                   get_communicator)
 from portable.kvstore.compression import create_compressor
 from portable.kvstore.fusion import DEFAULT_FUSE_KB
 from portable.kvstore.reducers import FlatReducer
@@ -98,7 +95,7 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
         if self._single:
             return value
         self._queue.register(key, value.shape, value.dtype)
-        self._check_same_key(key, value)
+        check_same_key(self, key, value)
         self._queue.broadcast(key, value, priority=0)
         return value
 
@@ -188,16 +185,3 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
             self._queue.close()
 
     # -- helpers -------------------------------------------------------------------------------
-    def _check_same_key(self, key: Any, value: Any) -> None:
-        """Every worker must initialise the same keys, shapes and dtypes in the same order."""
-        described = json.dumps([key, list(value.shape), str(value.dtype)])
-        mine = np.array([zlib.crc32(described.encode())], np.int64)
-        every = np.empty(self.num_workers, np.int64)
-        with self._comm.watchdog.waiting(f"{self.type} init", key):
-            self._main.Allgather(mine, every)
-        differ = [r for r in range(self.num_workers) if every[r] != every[0]]
-        if differ:
-            raise PortableError(f"kvstore {self.type}: workers disagree on key #"
-                                f"{len(self._store)}: rank(s) {differ} initialised another key, "
-                                f"shape or dtype than rank 0 (this rank, {self.rank}: "
-                                f"{described})")

@@ -28,8 +28,6 @@ Example (a subclass, under ``portable launch``):
 """
 from __future__ import annotations
 
-import json
-import zlib
 from typing import Any
 
 import numpy as np
@@ -39,7 +37,7 @@ from portable.errors import PortableError, SerializationError
 from portable.io.atomic import atomic_write_bytes, read_bytes
 from portable.io.tensors import tensors_from_bytes, tensors_to_bytes
 from portable.kvstore.base import KVStore, _pairs
-from portable.kvstore.comm import WorkerCollectives, get_communicator
+from portable.kvstore.comm import WorkerCollectives, check_same_key, get_communicator
 from portable.kvstore.groups import group_size_from, split_groups
 from portable.kvstore.ps import PSClient, serve_and_exit
 from portable.kvstore.traffic import Traffic
@@ -137,7 +135,7 @@ class ReplicaKVStore(WorkerCollectives, KVStore):
     # -- set-up ------------------------------------------------------------------------------
     def _broadcast_init(self, key: Any, value: Any) -> Any:
         self._comm.watchdog.api_call("init")
-        self._check_same_key(key, value)
+        check_same_key(self, key, value)
         if self._groups.queue is not None:
             self._groups.queue.register(key, value.shape, value.dtype)
         self._register(key, value)
@@ -149,20 +147,6 @@ class ReplicaKVStore(WorkerCollectives, KVStore):
         self._steps[key] = 0
         self._after_init(key, value)
         return value
-
-    def _check_same_key(self, key: Any, value: Any) -> None:
-        """Every worker must initialise the same keys, shapes and dtypes in the same order."""
-        described = json.dumps([key, list(value.shape), str(value.dtype)])
-        mine = np.array([zlib.crc32(described.encode())], np.int64)
-        every = np.empty(self.num_workers, np.int64)
-        with self._comm.watchdog.waiting(f"{self.type} init", key):
-            self._main.Allgather(mine, every)
-        differ = [r for r in range(self.num_workers) if every[r] != every[0]]
-        if differ:
-            raise PortableError(f"kvstore {self.type}: workers disagree on key #"
-                                f"{len(self._store)}: rank(s) {differ} initialised another key, "
-                                f"shape or dtype than rank 0 (this rank, {self.rank}: "
-                                f"{described})")
 
     # -- training ------------------------------------------------------------------------------
     def push(self, key: Any, value: Any, priority: int = 0) -> None:
