@@ -171,7 +171,7 @@ class Breakdown:
     ``round``); one missing after a refactor is left out."""
 
     PARTS = (("portable.kvstore.collective", "CollectiveQueue", "_round", "round"),
-             ("portable.kvstore.collective", None, "vector_of", "round.vector_of"),
+             ("portable.kvstore.negotiation", "Board", "vector", "round.vector"),
              ("portable.kvstore.collective", "CollectiveQueue", "_process", "round.process"),
              ("portable.kvstore.collective", "CollectiveQueue", "_complete",
               "round.process.complete"),

@@ -6,7 +6,7 @@ timed in the same job. Prints one JSON line.
 
     python benchmarks/scaling_sim.py [--ranks 8 16] [--scale 0.25] [--size-scale S]
         [--node-size 4] [--bucket-mb B] [--rounds 3] [--steps 2] [--profile FILE]
-        [--store-push trainer [grouped reverse]] [--breakdown] [--plot out.png]
+        [--store-push trainer [by_key reverse]] [--breakdown] [--plot out.png]
 
 Why sleeps: the ranks are oversubscribed (16 on 2 cores) and a sleeping rank leaves the cores
 to the ranks that communicate, as a GPU computing would leave its host. Each sleep runs to a
@@ -26,10 +26,11 @@ compute, every gradient ready at once):
   ``ranks_per_node=--node-size``, the ``PORTABLE_KV_NODE_SIZE`` option, so that consecutive
   ranks form emulated nodes), driven as ``gluon.Trainer`` drives it: the forward and one engine
   op per backward layer (reading and writing a chain variable, writing its layer's gradients)
-  are pushed, then ``pushpull(i, grad_i, priority=-i)`` key by key in key order, then
-  ``wait_all``; the gradients lie back to back in one buffer in key order, as ``Trainer`` lays
-  them out under ``dist_sync``. ``--store-push`` adds other ways of driving it (``reverse``: key
-  by key in backward order; ``grouped``: one ``pushpull`` per bucket-sized run of keys).
+  are pushed, then one ``pushpull`` per bucket-sized run of keys (priority -its first key),
+  runs filled from the last key back, then ``wait_all``; the gradients lie back to back in
+  one buffer in key order, as ``Trainer`` lays them out under ``dist_sync``. ``--store-push``
+  adds other ways of driving it (``by_key``: key by key in key order, as ``Trainer`` did
+  before it pushed in groups; ``reverse``: key by key in backward order).
 * ``peer``: the hand-written loop in the program's thread: the same deadlines, the same buffer
   cut into the same buckets (slices from the end, as backward fills it); a bucket is started
   the moment its last gradient exists (``Iallreduce``; two-level: ``Ireduce`` in the node,
@@ -84,25 +85,16 @@ from portable.kvstore.fusion import NODE_LOCAL_BUCKET_MB  # noqa: E402
 
 
 def store_push_groups(order: str, sizes: list[int], bucket_numel: int) -> list[list[int]]:
-    """The ``pushpull`` calls of one step: ``trainer``: key by key in key order, as
-    ``gluon.Trainer.allreduce_grads`` does (priority -key); ``reverse``: key by key in backward
-    order; ``grouped``: one call per bucket-sized run of keys, in backward order (diagnostics:
-    what the Python loop on the program's thread costs)."""
+    """The ``pushpull`` calls of one step: ``trainer``: as ``gluon.Trainer.allreduce_grads``
+    makes them (:func:`portable.gluon.trainer.gradient_groups`: bucket-sized runs of keys
+    filled from the last layer back, priority -first key); ``by_key``: key by key in key order
+    (priority -key); ``reverse``: key by key in backward order."""
+    from portable.gluon.trainer import gradient_groups
+
+    if order == "trainer":  # (float32 gradients; the store's group_bytes is its bucket)
+        return gradient_groups([4 * n for n in sizes], 4 * bucket_numel)
     keys = list(range(len(sizes)))
-    if order == "trainer":
-        return [[k] for k in keys]
-    if order == "reverse":
-        return [[k] for k in reversed(keys)]
-    groups, current, filled = [], [], 0
-    for k in reversed(keys):
-        current.append(k)
-        filled += sizes[k]
-        if filled >= bucket_numel:
-            groups.append(sorted(current))
-            current, filled = [], 0
-    if current:
-        groups.append(sorted(current))
-    return groups
+    return [[k] for k in (reversed(keys) if order == "reverse" else keys)]
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -162,7 +154,7 @@ def worker(args: argparse.Namespace) -> None:
             if len(group) == 1:
                 kv.pushpull(group[0], grads[group[0]], priority=-group[0])
             else:
-                kv.pushpull(group, [grads[i] for i in group], priority=-min(group))
+                kv.pushpull(group, [grads[i] for i in group], priority=-group[0])
         if breakdown is not None and groups:
             breakdown.add("push", time.thread_time() - push_cpu, len(groups))
         engine.wait_all()
@@ -416,7 +408,7 @@ def main() -> None:
     parser.add_argument("--peer-poll-ms", type=float, default=1.0)
     parser.add_argument("--breakdown", action="store_true",
                         help="report the store's CPU per step by part (wraps its methods)")
-    parser.add_argument("--store-push", choices=("trainer", "reverse", "grouped"), nargs="+",
+    parser.add_argument("--store-push", choices=("trainer", "by_key", "reverse"), nargs="+",
                         default=["trainer"],
                         help="how the stores are driven: the first is reported as the store, "
                              "the others beside it (default: as gluon.Trainer does)")

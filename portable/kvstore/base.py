@@ -83,6 +83,11 @@ class KVStore:
         costs less per call than per key. 0 here: in one process it makes no difference."""
         return 0
 
+    def declare_group(self, keys: list) -> None:
+        """Tell the store that ``keys`` will be pushed together by one ``pushpull`` call at
+        every step (a store may then move them as one request; collective in a distributed
+        store). Nothing to do in one process."""
+
     @property
     def wants_contiguous_gradients(self) -> bool:
         """Whether gradients laid back to back in one buffer reduce faster here (``Trainer``
@@ -166,8 +171,8 @@ class KVStore:
         the sum: the store then keeps that array instead of copying it, until a later push
         (which then stores a copy, leaving the caller's array alone).
         """
-        outs_by_key = dict(_pairs(key, value if out is None else out, "pushpull"))
         pairs = _pairs(key, value, "pushpull")
+        outs_by_key = dict(pairs if out is None else _pairs(key, out, "pushpull"))
         for k, _ in pairs:
             self._check_key(k, "pushpull")
         reduced = self._global_reduce_group([(k, self._reduce(k, values)) for k, values in pairs],

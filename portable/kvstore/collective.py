@@ -7,7 +7,12 @@ A request (allreduce or broadcast of one key's array) becomes one asynchronous e
 backward op of that layer) finished, in the thread that finished it (the ``INLINE`` device: a
 host array needs no worker, so no thread hop), and marks the data ready; the op completes once
 the array is reduced. Every later reader of the array is thereby ordered after the
-communication by the engine's variables, and no thread blocks per key.
+communication by the engine's variables, and no thread blocks per key. A group of keys declared
+in advance (:meth:`CollectiveQueue.declare_group`) is one request of its own key, its arrays
+read as one flat array (:mod:`portable.kvstore.gather`).
+
+Each slot's head is kept on a :class:`~portable.kvstore.negotiation.Board` as requests arrive,
+become ready and complete, so a round builds its vector without walking every queue.
 
 Who runs a round: the queue's background thread, woken by a ready request; or, when that
 thread sleeps and the request was made ready by an engine worker with nothing else queued
@@ -52,7 +57,8 @@ from portable.engine import INLINE, get_engine
 from portable.errors import PortableError
 from portable.kvstore.comm import Wait, import_mpi
 from portable.kvstore.fusion import DEFAULT_BUCKET_MB, DEFAULT_FUSE_KB
-from portable.kvstore.negotiation import read, vector_of
+from portable.kvstore.gather import Gather, group_of
+from portable.kvstore.negotiation import Board, read
 from portable.kvstore.requests import Countdown, Request, completing, finish, span_of
 from portable.kvstore.runs import RunReducer
 from portable.kvstore.slots import ALLREDUCE, BROADCAST, KIND_NAMES, KeyEntry, Slot
@@ -92,7 +98,9 @@ class CollectiveQueue:
         self._cond = threading.Condition()
         self._keys: list[KeyEntry] = []  # by registered index
         self._index: dict[Any, int] = {}
+        self._gathers: dict[tuple, Gather] = {}  # group key -> its keys' layout
         self._pending: dict[Slot, deque[Request]] = {}
+        self._board = Board()       # each slot's head, as the negotiation vector needs it
         self._ready = 0             # pending requests whose data is ready
         self._real = 0              # pending requests (ready or not)
         self._agreed_keys = 0       # keys every rank registered (from the last round)
@@ -106,8 +114,8 @@ class CollectiveQueue:
         self._stopped = False
         self._guess = Guess(self.bucket_bytes)
         self._round_lock = threading.Lock()  # one round at a time, by whichever thread
-        self.stats = {"rounds": 0, "speculated": 0, "missed": 0, "worker_rounds": 0,
-                      "buckets": 0, "bytes": 0, "busy_s": 0.0}
+        self.stats = {"requests": 0, "rounds": 0, "speculated": 0, "missed": 0,
+                      "worker_rounds": 0, "buckets": 0, "bytes": 0, "busy_s": 0.0}
         self._runs = RunReducer(self._keys, reducer, self.bucket_bytes, self.fuse_bytes,
                                 self._complete, self.stats)
         self._thread = threading.Thread(target=self._loop, daemon=True,
@@ -126,19 +134,47 @@ class CollectiveQueue:
             shape = tuple(int(s) for s in shape)
             self._keys.append(KeyEntry(key, shape, int(np.prod(shape, dtype=np.int64)),
                                        np.dtype(dtype)))
+            self._board.grow(len(self._keys))
             return self._index[key]
+
+    def declare_group(self, keys: list) -> None:
+        """Register a group key for ``keys`` (registered keys of one dtype): their
+        ``allreduce_group`` then travels as one request. Every rank declares the same groups
+        at the same point of its key registrations (the caller checks that they agree). A
+        group of one key is worth declaring too: group keys are numbered in declaration
+        order, so groups declared in memory order are neighbours that travel as one range."""
+        entries = [self._keys[self._index[key]] for key in keys]
+        if not entries or len({entry.dtype for entry in entries}) != 1:
+            return
+        group = ("group",) + tuple(keys)
+        if group not in self._gathers:
+            gather = Gather(tuple(keys), entries)
+            self.register(group, (gather.numel,), gather.dtype)
+            self._gathers[group] = gather
 
     # -- requests (called by the program's thread) -----------------------------------------
     def allreduce(self, key: Any, array: Any, priority: int = 0) -> None:
         """Sum ``array`` over the ranks, in place, as an engine op (returns at once)."""
-        self._submit(ALLREDUCE, [(key, array)], priority)
+        self.allreduce_group([(key, array)], priority)
 
     def allreduce_group(self, pairs: list[tuple[Any, Any]], priority: int = 0) -> None:
         """Sum several keys' arrays over the ranks, in place, as one group (Horovod's grouped
         allreduce): one engine op that starts once every array is ready and finishes once
         every one is reduced, so they travel in the fewest buckets at the lowest cost per key.
+        The keys of a group declared with :meth:`declare_group` travel as one request of the
+        group's own key (:mod:`portable.kvstore.gather`) when they are host arrays; others as
+        one request per key.
         """
-        self._submit(ALLREDUCE, pairs, priority)
+        group = group_of(pairs) if self._gathers else None
+        gather = self._gathers.get(group) if group is not None else None
+        if gather is None:
+            self._submit(ALLREDUCE, pairs, priority)
+            return
+        arrays = [array for _, array in pairs]
+        gather.check(arrays, self.name)
+        self._check_running()
+        request = Request(Slot(self._index[group], ALLREDUCE), group, priority)
+        self._push_op(ALLREDUCE, [request], arrays, priority, gather)
 
     def broadcast(self, key: Any, array: Any, priority: int = 0) -> None:
         """Overwrite ``array`` with rank 0's, in place, as an engine op. (Always rank 0: a rank
@@ -147,17 +183,20 @@ class CollectiveQueue:
 
     def _submit(self, kind: int, pairs: list[tuple[Any, Any]], priority: int) -> None:
         requests = [self._request(kind, key, array, priority) for key, array in pairs]
-        if self._failure is not None:
-            raise PortableError(f"kvstore {self.name}: communication stopped after an error: "
-                                f"{self._failure}") from self._failure
-        if self._stopped:
-            raise PortableError(f"kvstore {self.name}: the store was closed")
+        self._check_running()
         arrays = [array for _, array in pairs]
         if len(pairs) > 1 and not all(isinstance(a._data, np.ndarray) for a in arrays):
             for request, array in zip(requests, arrays):  # device arrays travel one by one
                 self._push_op(kind, [request], [array], priority)
             return
         self._push_op(kind, requests, arrays, priority)
+
+    def _check_running(self) -> None:
+        if self._failure is not None:
+            raise PortableError(f"kvstore {self.name}: communication stopped after an error: "
+                                f"{self._failure}") from self._failure
+        if self._stopped:
+            raise PortableError(f"kvstore {self.name}: the store was closed")
 
     def _request(self, kind: int, key: Any, array: Any, priority: int) -> Request:
         index = self._index.get(key)
@@ -170,20 +209,26 @@ class CollectiveQueue:
                                 f"{array.dtype}{list(array.shape)}")
         return Request(Slot(index, kind), key, priority)
 
-    def _push_op(self, kind: int, requests: list[Request], arrays: list, priority: int) -> None:
+    def _push_op(self, kind: int, requests: list[Request], arrays: list, priority: int,
+                 gather: Gather | None = None) -> None:
         """One asynchronous engine op that writes the arrays: later readers are ordered after
         the communication, and no thread blocks per key. Host arrays are reduced in their own
         memory and their op starts in the thread that finished their last producer (the
         ``INLINE`` device: no hop to a worker); a device array's op runs on its device and
-        travels through a host copy, copied back by an op on that device."""
+        travels through a host copy, copied back by an op on that device. With ``gather``
+        the arrays are the one request's data, as one flat array."""
         with self._cond:
             for request in requests:
-                self._pending.setdefault(request.slot, deque()).append(request)
+                queue = self._pending.setdefault(request.slot, deque())
+                queue.append(request)
+                if len(queue) == 1:
+                    self._board.set_head(request.slot, request)
             self._real += len(requests)
+            self.stats["requests"] += len(requests)
         engine = get_engine()
-        first = requests[0].key
-        label = (f"kv.{self.name}.{KIND_NAMES[kind]}[{first}]" if len(requests) == 1 else
-                 f"kv.{self.name}.{KIND_NAMES[kind]}[{first}..{requests[-1].key}]")
+        keys = gather.keys if gather is not None else [request.key for request in requests]
+        label = (f"kv.{self.name}.{KIND_NAMES[kind]}[{keys[0]}]" if len(keys) == 1 else
+                 f"kv.{self.name}.{KIND_NAMES[kind]}[{keys[0]}..{keys[-1]}]")
         array = arrays[0]
         on_device = not isinstance(array._data, np.ndarray)  # (then it is alone, see _submit)
 
@@ -191,27 +236,44 @@ class CollectiveQueue:
             # Runs once the arrays' producers finished: hand the data to the background
             # thread, which completes the op after reducing every array; or, in an engine
             # worker with nothing else to do, run the round right here (no thread hop).
-            hosts = [np.asarray(a.device.backend.to_numpy(a._data)) for a in arrays]
+            hosts = [a._data if type(a._data) is np.ndarray
+                     else np.asarray(a.device.backend.to_numpy(a._data)) for a in arrays]
             free = engine.idle_worker() and not any(
                 queue._real for queue in list(_QUEUES) if queue is not self)
-            if on_device or not all(h.flags.c_contiguous for h in hosts):
-                hosts = [np.ascontiguousarray(h) for h in hosts]
-                done = lambda: engine.push(  # noqa: E731
-                    lambda: completing(copy_back, on_complete), device=array.device,
-                    priority=priority, name=label + ".copy_back")
+            error = lambda: next(  # noqa: E731
+                (r.error for r in requests if r.error is not None), None)
+            if gather is not None:
+                flat, span, unpack = gather.flat(hosts)
+                flats, spans = [flat], [span]
+
+                def done() -> None:  # (a packed copy: the sum goes back into the arrays)
+                    failed = error()
+                    if failed is None and unpack is not None:
+                        completing(unpack, on_complete)
+                    else:
+                        on_complete(failed)
             else:
-                done = lambda: on_complete(next(  # noqa: E731
-                    (r.error for r in requests if r.error is not None), None))
+                if on_device or not all(h.flags.c_contiguous for h in hosts):
+                    hosts = [np.ascontiguousarray(h) for h in hosts]
+                    done = lambda: engine.push(  # noqa: E731
+                        lambda: completing(copy_back, on_complete), device=array.device,
+                        priority=priority, name=label + ".copy_back")
+                else:
+                    done = lambda: on_complete(error())  # noqa: E731
+                flats = [host.reshape(-1) for host in hosts]
+                spans = [None if on_device else span_of(flat) for flat in flats]
             countdown = Countdown(len(requests), done)
             with self._cond:
                 failure = self._failure  # the thread stopped: nothing would reduce them
                 if failure is None:
                     now = time.monotonic()
-                    for request, host in zip(requests, hosts):
-                        request.host = host.reshape(-1)
+                    for request, flat, span in zip(requests, flats, spans):
+                        request.host = flat
                         request.then = countdown
                         request.ready_at = now
-                        request.span = None if on_device else span_of(request.host)
+                        request.span = span
+                        if self._pending[request.slot][0] is request:
+                            self._board.set_head(request.slot, request)
                     self._ready += len(requests)
                     here = free and self._idle
                     if self._idle and not here:  # (a thread in its cycle wakes by itself)
@@ -347,10 +409,10 @@ class CollectiveQueue:
                     heads = self._guess.heads(self._pending, self._joined)
                     vector = None
                 else:
-                    vector = vector_of(self._agreed_keys, self._pending, self._joined,
-                                       self._real > 0, len(self._keys),
-                                       self.comm.Get_rank() == 0,
-                                       self.reducer.compressor is None)
+                    vector = self._board.vector(self._agreed_keys, self._joined,
+                                                self._real > 0, len(self._keys),
+                                                self.comm.Get_rank() == 0,
+                                                self.reducer.compressor is None)
             if vector is None:
                 self._speculate(heads)
                 return True
@@ -418,7 +480,9 @@ class CollectiveQueue:
             return
         with self._cond:
             for head in heads:
-                self._pending[head.slot].popleft()
+                queue = self._pending[head.slot]
+                queue.popleft()
+                self._board.set_head(head.slot, queue[0] if queue else None)
             self._ready -= len(heads)
             self._real -= len(heads)
             self._completed += len(heads)
@@ -446,6 +510,7 @@ class CollectiveQueue:
             self._failure = error
             requests = [r for q in self._pending.values() for r in q]
             self._pending.clear()
+            self._board.clear()
             self._real = self._ready = 0
             self._cond.notify_all()
         finish(requests, self._cond, error)

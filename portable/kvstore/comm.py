@@ -466,14 +466,21 @@ class WorkerCollectives:
 def check_same_key(store: Any, key: Any, value: Any) -> None:
     """Every worker of ``store`` (a collective store: ``_comm``, ``_main``) must initialise the
     same keys, shapes and dtypes in the same order; a PortableError names the ranks that differ."""
-    described = json.dumps([key, list(value.shape), str(value.dtype)])
+    check_same(store, "init", key, [key, list(value.shape), str(value.dtype)],
+               f"key #{len(store._store)}", "initialised another key, shape or dtype")
+
+
+def check_same(store: Any, what: str, key: Any, described: Any, item: str, other: str) -> None:
+    """Every worker of ``store`` described ``item`` alike (a JSON-able ``described``, compared
+    by checksum); a PortableError names the ranks that differ from rank 0 (``other``: what
+    they did, e.g. "initialised another key")."""
+    described = json.dumps(described)
     mine = np.array([zlib.crc32(described.encode())], np.int64)
     every = np.empty(store.num_workers, np.int64)
-    with store._comm.watchdog.waiting(f"{store.type} init", key):
+    with store._comm.watchdog.waiting(f"{store.type} {what}", key):
         store._main.Allgather(mine, every)
     differ = [r for r in range(store.num_workers) if every[r] != every[0]]
     if differ:
-        raise PortableError(f"kvstore {store.type}: workers disagree on key #"
-                            f"{len(store._store)}: rank(s) {differ} initialised another key, "
-                            f"shape or dtype than rank 0 (this rank, {store.rank}: "
+        raise PortableError(f"kvstore {store.type}: workers disagree on {item}: rank(s) "
+                            f"{differ} {other} than rank 0 (this rank, {store.rank}: "
                             f"{described})")

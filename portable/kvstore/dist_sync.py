@@ -27,8 +27,8 @@ from portable.errors import PortableError, SerializationError
 from portable.io.atomic import read_bytes
 from portable.kvstore.base import KVStore, _pairs
 from portable.kvstore.collective import CollectiveQueue
-from portable.kvstore.comm import (WorkerCollectives, bucket_mb, check_same_key, env_float,
-                                   get_communicator)
+from portable.kvstore.comm import (WorkerCollectives, bucket_mb, check_same, check_same_key,
+                                   env_float, get_communicator)
 from portable.kvstore.compression import create_compressor
 from portable.kvstore.fusion import DEFAULT_FUSE_KB
 from portable.kvstore.reducers import FlatReducer
@@ -70,6 +70,7 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
                                       bucket_mb=bucket_size_mb, cycle_ms=cycle_ms,
                                       fuse_kb=fuse_kb)
         self._single = self.num_workers == 1
+        self._groups_declared = 0
         self._comm.watchdog.exit_hooks.append(self.close)
         self._closed = False
 
@@ -79,7 +80,8 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
 
     @property
     def stats(self) -> dict:
-        """Communication counters: ``rounds`` (of which ``speculated`` guessed right and
+        """Communication counters: ``requests`` (one per key pushed, or per declared group),
+        ``rounds`` (of which ``speculated`` guessed right and
         ``missed`` guessed wrong; ``worker_rounds`` ran in an engine worker), ``buckets``,
         ``bytes`` reduced, ``busy_s`` (seconds reducing what negotiations agreed on)."""
         return dict(self._queue.stats)
@@ -116,6 +118,25 @@ class DistSyncKVStore(WorkerCollectives, KVStore):
         """One fusion bucket: gradients that fit in it would travel together anyway, so
         overlapping them key by key with backward would only add collective rounds."""
         return 0 if self._single else int(self._queue.bucket_bytes)
+
+    def declare_group(self, keys: list) -> None:
+        """Tell the store that ``keys`` (initialised keys of one dtype) will be pushed together,
+        in this order, by one ``pushpull`` call at every step: the call then travels as one
+        request instead of one per key (declare single keys too: groups declared in the
+        order their gradients lie in memory travel as one range). Collective: every worker declares the same groups in
+        the same order, after the same ``init`` calls (``gluon.Trainer`` declares its gradient
+        groups so); a PortableError names the workers that differ. A group pushed without
+        being declared travels key by key, with the same sums.
+        """
+        self._comm.watchdog.api_call("declare_group")
+        if self._single:
+            return
+        for key in keys:
+            self._check_key(key, "declare_group")
+        check_same(self, "declare_group", keys[0] if keys else None, ["group", list(keys)],
+                   f"group #{self._groups_declared}", "declared another group")
+        self._groups_declared += 1
+        self._queue.declare_group(list(keys))
 
     def _global_reduce_group(self, items: list[tuple[Any, Any]], priority: int) -> list:
         """The keys of one ``pushpull`` call are reduced as one group: a single engine op that

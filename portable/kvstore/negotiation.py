@@ -11,7 +11,7 @@ Layout (int32): a header of three numbers, a code per (key, kind) slot (at its
   or ``1 + code(priority)`` (ready). A slot is agreed when its MIN is neither 0 nor PHANTOM;
   the MIN also carries the most urgent priority.
 * key flag: ``1`` if this rank's ready data of the key and of the next key lie back to back in
-  one buffer (or it has neither and stands in with zeros). The MIN says whether they do on
+  one buffer (or it has neither and stands in with zeros; the last key's flag is 0). The MIN says whether they do on
   every rank: such runs of keys travel as one range, sliced in place (:func:`slot_ranges`).
 
 Example:
@@ -38,57 +38,92 @@ def priority_code(priority: int) -> int:
     return 1 + _PRIORITY_ZERO - max(-_PRIORITY_ZERO + 1, min(_PRIORITY_ZERO - 1, int(priority)))
 
 
-def vector_of(keys: int, pending: dict[Slot, Any], joined: bool, real: bool, registered: int,
-              is_root: bool, joinable: bool) -> np.ndarray:
-    """This rank's vector over the first ``keys`` keys (every rank knows them).
+class Board:
+    """What this rank has for each slot, kept up to date as requests arrive, become ready and
+    complete, so that a round's vector is a few array operations instead of a walk over every
+    queue (the queue's thread is on every rank's critical path, once per round). Python lists:
+    an update is a few list stores, on the path of every request.
 
-    Args:
-        pending: slot -> queue of requests (the head is next; ``ready_at`` None: not ready).
-        joined: the rank joined: it stands in with zeros for the slots it has nothing for.
-        real: the rank has a request pending (ready or not).
-        registered: how many keys this rank registered.
-        is_root: rank 0, the source of broadcasts (it cannot stand in for one).
-        joinable: runs of keys may be joined (no compression: it keeps residuals per key).
+    Per slot: ``-1`` no request, ``0`` a request not ready yet, else ``1 + code(priority)`` of
+    the ready head. Per key, of its allreduce head: where its data lie (owning buffer, first
+    and last byte; ``-1``: not ready, or no host buffer of its own) and their dtype, for the
+    back-to-back flags.
+
+    Example:
+        >>> board = Board()
+        >>> board.grow(2)
+        >>> board.state
+        [-1, -1, -1, -1]
     """
-    slots = KINDS * keys
-    vector = np.zeros(HEADER + slots + keys, np.int32)
-    vector[0] = 1 if joined else 0
-    vector[1] = 0 if real else 1
-    vector[2] = registered
-    codes = vector[HEADER:HEADER + slots]  # (a view: indexed by Slot.position)
-    if joined:  # it stands in with zeros where it has no request, except as broadcast source
-        codes[:] = PHANTOM
-        if is_root:
-            codes[BROADCAST::KINDS] = 0
-    allreduces: dict[int, Any] = {}  # key index -> its allreduce queue, when not empty
-    for slot, queue in pending.items():
-        index = slot.index
-        if not queue or index >= keys:  # (a key not every rank registered yet waits)
-            continue
-        head = queue[0]
-        # (Slot.position, inlined: this loop runs in every negotiated round)
-        codes[KINDS * index + slot.kind] = (priority_code(head.priority)
-                                            if head.ready_at is not None else 0)
-        if slot.kind == ALLREDUCE:
-            allreduces[index] = queue
-    if joinable:
-        touching = vector[HEADER + slots:]
-        for index in range(keys - 1):
-            touching[index] = _touches(allreduces.get(index), allreduces.get(index + 1), joined)
-    return vector
+
+    def __init__(self) -> None:
+        self.state: list[int] = []
+        self.span: list[tuple[int, int, int, int]] = []  # (root id, start, stop, dtype num)
+
+    def grow(self, keys: int) -> None:
+        """Make room for ``keys`` registered keys (new slots have no request)."""
+        more = keys - len(self.span)
+        if more > 0:
+            self.state.extend([-1] * (KINDS * more))
+            self.span.extend([_NO_SPAN] * more)
+
+    def set_head(self, slot: Slot, head: Any) -> None:
+        """``head`` (a request or None) is now the first request of ``slot``'s queue."""
+        index, kind = slot
+        if head is None or head.ready_at is None:
+            self.state[KINDS * index + kind] = -1 if head is None else 0
+            if kind == ALLREDUCE:
+                self.span[index] = _NO_SPAN
+            return
+        self.state[KINDS * index + kind] = priority_code(head.priority)
+        if kind == ALLREDUCE:
+            span = head.span
+            self.span[index] = (_NO_SPAN if span is None else
+                                (id(span.root), span.start, span.stop, head.host.dtype.num))
+
+    def clear(self) -> None:
+        """Every queue emptied (the store failed)."""
+        self.state[:] = [-1] * len(self.state)
+        self.span[:] = [_NO_SPAN] * len(self.span)
+
+    def vector(self, keys: int, joined: bool, real: bool, registered: int, is_root: bool,
+               joinable: bool) -> np.ndarray:
+        """This rank's vector over the first ``keys`` keys (every rank knows them).
+
+        Args:
+            joined: the rank joined: it stands in with zeros for the slots it has nothing for.
+            real: the rank has a request pending (ready or not).
+            registered: how many keys this rank registered.
+            is_root: rank 0, the source of broadcasts (it cannot stand in for one).
+            joinable: runs of keys may be joined (no compression: it keeps residuals per key).
+        """
+        slots = KINDS * keys
+        vector = np.zeros(HEADER + slots + keys, np.int32)
+        vector[0] = 1 if joined else 0
+        vector[1] = 0 if real else 1
+        vector[2] = registered
+        state = np.array(self.state[:slots], np.int32)
+        codes = vector[HEADER:HEADER + slots]
+        if joined:  # zeros stand in where it has no request, except as broadcast source
+            np.copyto(codes, np.where(state < 0, PHANTOM, state))
+            if is_root:
+                broadcasts = codes[BROADCAST::KINDS]
+                broadcasts[broadcasts == PHANTOM] = 0
+        else:
+            np.maximum(state, 0, out=codes)
+        if joinable and keys > 1:
+            has = state[ALLREDUCE::KINDS] >= 0
+            spans = np.array(self.span[:keys], np.int64).reshape(keys, 4)
+            root, start, stop, dtype = spans.T
+            first, second = has[:-1], has[1:]
+            back_to_back = (first & second & (root[:-1] >= 0) & (root[:-1] == root[1:])
+                            & (stop[:-1] == start[1:]) & (dtype[:-1] == dtype[1:]))
+            vector[HEADER + slots:HEADER + slots + keys - 1] = (
+                back_to_back | (~first & ~second & joined))
+        return vector
 
 
-def _touches(first: Any, second: Any, joined: bool) -> int:
-    """Whether the heads of two neighbouring keys' allreduce queues lie back to back in one
-    buffer (a rank that has neither stands in with zeros, which lie anywhere)."""
-    if not first and not second:
-        return 1 if joined else 0
-    if not first or not second:
-        return 0
-    head, next_head = first[0], second[0]
-    a, b = head.span, next_head.span
-    return int(a is not None and b is not None and a.root is b.root and a.stop == b.start
-               and head.host.dtype == next_head.host.dtype)
+_NO_SPAN = (-1, -1, -1, -1)
 
 
 @dataclass

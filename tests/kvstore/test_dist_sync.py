@@ -29,7 +29,7 @@ def _suite(tmp_path_factory, workers: int, checks: str, env: dict | None = None)
 def two(tmp_path_factory):
     # hier_api here: the ranks sharing memory (all of them) form one node
     return _suite(tmp_path_factory, 2,
-                  "api,linear,mlp,mlp_by_key,uneven,2bit,fp16,checkpoint,store_update,hier_api,"
+                  "api,linear,mlp,mlp_by_key,mlp_two_groups,uneven,2bit,fp16,checkpoint,store_update,hier_api,"
                   "speculate")
 
 
@@ -37,7 +37,8 @@ def two(tmp_path_factory):
 def four(tmp_path_factory):
     # tiny buckets: the 300k-element key is cut into 5 slices and small keys are fused;
     # pretend nodes of 2 ranks give the hierarchical store two levels on one machine
-    return _suite(tmp_path_factory, 4, "api,linear,mlp,hier_api,hier_linear,uneven,mixed,speculate",
+    return _suite(tmp_path_factory, 4, "api,linear,mlp,hier_api,hier_linear,uneven,mixed,speculate,"
+                  "declared,hier_declared",
                   env={"PORTABLE_KV_BUCKET_MB": "0.25", "PORTABLE_KV_NODE_SIZE": "2"})
 
 
@@ -107,22 +108,54 @@ def test_trainer_on_dist_sync_matches_numpy_sgd(two, four, workers):
         np.testing.assert_allclose(result["linear"]["w"], expected, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("workers, how", [(2, "mlp"), (4, "mlp"), (2, "mlp_by_key")])
+# the Trainer's pushpull calls for the MLP's keys (w1 448 B, b1 64 B, w2 192 B, b2 12 B)
+# under each bucket: the whole model fits (one call); 300 B (the last three: 268 B); 105 B
+# (every tensor is larger: key by key)
+GROUPS = {"mlp": [[0, 1, 2, 3]], "mlp_two_groups": [[0], [1, 2, 3]],
+          "mlp_by_key": [[0], [1], [2], [3]]}
+
+
+@pytest.mark.parametrize("workers, how", [(2, "mlp"), (4, "mlp"), (2, "mlp_by_key"),
+                                          (2, "mlp_two_groups")])
 def test_mlp_on_dist_sync_equals_one_process_on_the_combined_batch(two, four, tmp_path, workers,
                                                                   how):
-    """The Trainer pushes a model that fits one bucket as one group, a larger one key by key
-    (here: a bucket smaller than the model); both equal one process on the whole batch."""
+    """The Trainer pushes bucket-sized groups of keys, filled from the last layer back; one
+    group, two, or key by key, the result equals one process on the whole batch."""
     _, results = two if workers == 2 else four
     check(run_python([SUITE, str(tmp_path), "mlp", "--local", str(workers)]))
     reference = common.read_results(str(tmp_path), 1)[0]["mlp"]
     for result in results:
-        assert result[how + "_grouped"] is (how == "mlp")
+        assert result[how + "_groups"] == GROUPS[how]
         if how == "mlp":  # the Trainer laid the gradients back to back in one buffer
             assert result["mlp_back_to_back"] is True
         got = result[how]  # (a second network in one process numbers its layers further on)
         assert len(got) == len(reference)
         for (name, values), mine in zip(sorted(reference.items()), sorted(got.items())):
             np.testing.assert_allclose(mine[1], values, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("check", ["declared", "hier_declared"])
+def test_declared_groups_travel_as_one_request_and_sum_exactly(four, check):
+    """Declared groups (one request each: a view of arrays back to back, or a packed copy of
+    separate ones) and undeclared subsets (key by key), mixed round after round."""
+    results = [result[check] for result in four[1]]
+    assert len(results[0]["rounds"]) == 20
+    assert len(results[0]["groups"]) == 8 and sum(map(len, results[0]["groups"])) == 24
+    for result in results:  # 8 declared groups: 8 requests; an undeclared call of 3 keys: 3
+        assert result["requests"] == [8, 3]
+    for result in results:
+        for round_, sums in enumerate(result["rounds"]):
+            for key, values in sums.items():
+                k = int(key)  # rank r sent (r + 1) * (k + 1) + round_ everywhere
+                assert values == [sum((r + 1) * (k + 1) + round_ for r in range(4))], (round_, k)
+
+
+@pytest.mark.parametrize("check", ["declared", "hier_declared"])
+def test_a_group_declared_differently_on_one_worker_fails_on_every_worker(four, check):
+    for result in four[1]:
+        error = result[check]["error"]
+        assert error is not None and "disagree on group #8" in error, error
+        assert "rank(s) [1]" in error
 
 
 def test_random_mixes_of_groups_keys_priorities_and_layouts_sum_exactly(four):

@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 import portable as pt  # noqa: E402
 from portable import distributed, gluon  # noqa: E402
 from portable.engine import get_engine  # noqa: E402
+from portable.errors import PortableError  # noqa: E402
 from portable.gluon import Parameter, Trainer  # noqa: E402
 
 
@@ -131,7 +132,7 @@ def check_uneven(kvstore, rank, workers) -> dict:
 
 def check_mlp(kvstore, rank, workers, steps=4, info: dict | None = None) -> dict:
     """A two-layer MLP with Adam, compared by the test with a one-process run. ``info`` gets
-    whether the Trainer pushed the gradients as one group or key by key."""
+    the keys of each ``pushpull`` call of the Trainer's step."""
     pt.random.seed(3)
     rng = np.random.default_rng(5)
     x = rng.normal(size=(6 * workers, 7)).astype(np.float32)
@@ -149,7 +150,7 @@ def check_mlp(kvstore, rank, workers, steps=4, info: dict | None = None) -> dict
         loss.backward()
         trainer.step(len(x))
     if info is not None:
-        info["grouped"] = trainer._grouped
+        info["groups"] = trainer.gradient_groups()
         grads = [p.list_grad()[0]._data for p in net.collect_params().values()]  # key order
         ends = [(g.__array_interface__["data"][0], g.nbytes) for g in grads]
         info["back_to_back"] = all(a + n == b for (a, n), (b, _) in zip(ends, ends[1:]))
@@ -185,6 +186,52 @@ def check_mixed(rank: int) -> dict:
         rounds.append({str(k): [float(x) for x in np.unique(arrays[k].asnumpy())]
                        for k in subset})
     return {"sizes": sizes, "rounds": rounds}
+
+
+def check_declared(rank: int, store: str) -> dict:
+    """Groups declared in advance travel as one request each (``Trainer`` declares its
+    gradient groups so): 20 seeded rounds push every declared group, from arrays back to
+    back in one buffer (a view of them travels) or separate (a packed copy, unpacked after),
+    or an undeclared subset (key by key); every sum must come out exact. Then rank 1
+    declares its group in another order: every rank gets the error."""
+    kv = pt.kv.create(store, bucket_size_mb=0.01)
+    rng = np.random.default_rng(7)  # the same draws on every rank
+    sizes = [int(s) for s in rng.integers(1, 3000, size=24)]
+    keys = list(range(24))
+    kv.init(keys, [pt.nd.zeros((s,)) for s in sizes])
+    cuts = sorted(rng.choice(np.arange(1, 24), size=7, replace=False).tolist())
+    groups = [keys[a:b] for a, b in zip([0] + cuts, cuts + [24])]
+    for group in groups:
+        kv.declare_group(group)
+    packed = pt.nd.contiguous_zeros([(s,) for s in sizes])
+    separate = [pt.nd.zeros((s,)) for s in sizes]
+    rounds = []
+    for round_ in range(20):
+        arrays = packed if rng.integers(0, 2) else separate
+        declared = bool(rng.integers(0, 3))
+        calls = groups if declared else [sorted(rng.choice(24, size=5, replace=False).tolist())]
+        for call in calls:
+            for k in call:
+                arrays[k][:] = pt.nd.array(np.full(sizes[k], (rank + 1) * (k + 1) + round_,
+                                                   np.float32))
+            kv.pushpull(call, [arrays[k] for k in call], priority=-call[0])
+        rounds.append({str(k): [float(x) for x in np.unique(arrays[k].asnumpy())]
+                       for call in calls for k in call})
+    pt.nd.waitall()
+    requests = []  # per call: one per declared group, one per key otherwise
+    for calls in (groups, [[3, 9, 17]]):
+        before = kv.stats["requests"]
+        for call in calls:
+            kv.pushpull(call, [packed[k] for k in call])
+        pt.nd.waitall()
+        requests.append(kv.stats["requests"] - before)
+    kv.barrier()
+    try:
+        kv.declare_group([2, 1] if rank == 1 else [1, 2])
+        error = None
+    except PortableError as exc:
+        error = str(exc)
+    return {"rounds": rounds, "groups": groups, "error": error, "requests": requests}
 
 
 def check_speculate(rank: int, workers: int) -> dict:
@@ -306,13 +353,18 @@ def main() -> None:
         elif check == "mlp":
             info = {}
             result[check] = check_mlp(store, rank, workers, info=info)
-            result["mlp_grouped"] = info["grouped"]
+            result["mlp_groups"] = info["groups"]
             result["mlp_back_to_back"] = info.get("back_to_back")
         elif check == "mlp_by_key":  # buckets smaller than the model: the Trainer pushes
             store_by_key = pt.kv.create("dist_sync", bucket_size_mb=1e-4)  # key by key
             info = {}
             result[check] = check_mlp(store_by_key, rank, workers, info=info)
-            result["mlp_by_key_grouped"] = info["grouped"]
+            result["mlp_by_key_groups"] = info["groups"]
+        elif check == "mlp_two_groups":  # a bucket of 300 bytes: the last three tensors
+            store_two = pt.kv.create("dist_sync", bucket_size_mb=300 / (1 << 20))  # (268 B)
+            info = {}                                          # travel as one group
+            result[check] = check_mlp(store_two, rank, workers, info=info)
+            result["mlp_two_groups_groups"] = info["groups"]
         elif check == "hier_linear":
             result[check] = check_linear("dist_sync_hierarchical", rank, workers)
         elif check == "hier_api":
@@ -321,6 +373,10 @@ def main() -> None:
             result[check] = check_uneven(store, rank, workers)
         elif check == "mixed":
             result[check] = check_mixed(rank)
+        elif check == "declared":
+            result[check] = check_declared(rank, "dist_sync")
+        elif check == "hier_declared":
+            result[check] = check_declared(rank, "dist_sync_hierarchical")
         elif check == "speculate":
             result[check] = check_speculate(rank, workers)
         elif check in ("2bit", "fp16"):
