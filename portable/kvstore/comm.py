@@ -38,9 +38,11 @@ import numpy as np
 
 from portable.errors import MissingDependencyError, PortableError
 
-# tags reserved on COMM_WORLD (watchdog queries and the parameter-server protocol)
+# tags reserved on COMM_WORLD (watchdog queries and the parameter-server protocol). Elastic
+# replies have their own tag, apart from TAG_PS_REPLY, so that a worker's pulls and questions
+# to a server never take an elastic reply still on its way, or the other way round.
 TAG_QUERY, TAG_REPLY, TAG_FINISHED = 31001, 31002, 31003
-TAG_PS_HEADER, TAG_PS_DATA, TAG_PS_REPLY = 31011, 31012, 31013
+TAG_PS_HEADER, TAG_PS_DATA, TAG_PS_REPLY, TAG_ELASTIC_REPLY = 31011, 31012, 31013, 31014
 TIMEOUT_EXIT_CODE = 3
 DEFAULT_TIMEOUT_S = 300.0
 

@@ -41,11 +41,6 @@ import numpy as np
 
 from portable.errors import PortableError
 
-# The tag of elastic replies on COMM_WORLD, next to comm.py's reserved TAG_PS_* (31011-31013):
-# apart from TAG_PS_REPLY so that a worker's pulls and questions to a server never take an
-# elastic reply that is still on its way, or the other way round.
-TAG_ELASTIC_REPLY = 31014
-
 # parameter-server operations of the exchange (ps.Server dispatches them here)
 OP_CONFIG = "elastic_config"   # {"alpha", "groups", "sync"}: answered on TAG_PS_REPLY
 OP_EXCHANGE = "elastic"        # {"key", "part", "group", "round"} + the replica's part

@@ -30,6 +30,7 @@ import numpy as np
 
 from portable.engine import get_engine
 from portable.kvstore import elastic
+from portable.kvstore.comm import TAG_ELASTIC_REPLY
 from portable.kvstore.ps import PSClient
 
 SEND_DEVICE = "kvstore:elastic-send"
@@ -70,7 +71,7 @@ class ElasticClient:
             flat = np.ascontiguousarray(backend.to_numpy(replica._data)).reshape(-1)
             buffers = [np.empty(stop - start, flat.dtype) for _, start, stop in parts]
             # receives first: a large answer then never waits for this rank to post one
-            requests = [world.Irecv(buffer, source=server, tag=elastic.TAG_ELASTIC_REPLY)
+            requests = [world.Irecv(buffer, source=server, tag=TAG_ELASTIC_REPLY)
                         for buffer, (server, _, _) in zip(buffers, parts)]
             with self._comm.watchdog.waiting(f"{self._name} elastic exchange (send to the "
                                              f"servers)", key):

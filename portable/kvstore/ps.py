@@ -5,7 +5,7 @@ A message is a JSON header (tag ``TAG_PS_HEADER``), followed for ``init``, ``pus
 ``set_states``, ``elastic`` and ``assign`` by one NumPy payload from the same sender (tag
 ``TAG_PS_DATA``; MPI keeps the order of messages between two ranks). ``pull``, ``get_states``,
 ``optimizer``, ``elastic_config`` and ``assign`` are answered on ``TAG_PS_REPLY``; ``elastic``
-exchanges on ``elastic.TAG_ELASTIC_REPLY``. A ``PSClient`` counts the bytes it moves
+exchanges on ``TAG_ELASTIC_REPLY``. A ``PSClient`` counts the bytes it moves
 (:mod:`portable.kvstore.traffic`).
 
 Placement: an array of at least ``PORTABLE_KV_BIGARRAY`` elements (default 1,000,000, MXNet's
@@ -34,8 +34,8 @@ import numpy as np
 
 from portable.errors import PortableError
 from portable.kvstore import elastic
-from portable.kvstore.comm import (TAG_PS_DATA, TAG_PS_HEADER, TAG_PS_REPLY, env_int,
-                                   from_bytes_array, recv_bytes, to_bytes_array)
+from portable.kvstore.comm import (TAG_ELASTIC_REPLY, TAG_PS_DATA, TAG_PS_HEADER, TAG_PS_REPLY,
+                                   env_int, from_bytes_array, recv_bytes, to_bytes_array)
 from portable.kvstore.traffic import Traffic
 
 PS_DEVICE = "kvstore:ps"
@@ -288,7 +288,7 @@ class Server:
             weight[:] = centre.reshape(weight.shape)
         for dest, difference in replies:
             self._world.Send(np.ascontiguousarray(difference), dest=dest,
-                             tag=elastic.TAG_ELASTIC_REPLY)
+                             tag=TAG_ELASTIC_REPLY)
 
     def _reply(self, dest: int, data: np.ndarray) -> None:
         self._world.Send(np.ascontiguousarray(data), dest=dest, tag=TAG_PS_REPLY)
