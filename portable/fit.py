@@ -69,8 +69,19 @@ class _FunctionCallback(Callback):
         self.fn(record)
 
 
+def _agreed(trainer: Any, decision: bool) -> bool:
+    """Rank 0's decision on every worker of a distributed store. Each worker judges its own
+    record (its shard of the validation data; under EASGD or local SGD its own replica), and a
+    worker that stopped alone would leave the others waiting for it in their next collective."""
+    store = trainer.kvstore
+    if store is None or getattr(store, "num_workers", 1) <= 1:
+        return decision
+    return store.broadcast_bytes(b"\x01" if decision else b"\x00") == b"\x01"
+
+
 class EarlyStopping:
-    """Stop when ``monitor`` has not improved by ``min_delta`` for ``patience`` epochs.
+    """Stop when ``monitor`` has not improved by ``min_delta`` for ``patience`` epochs. With a
+    distributed store, every worker stops when rank 0's record says so.
 
     Args:
         monitor: a key of the epoch record (``val_accuracy``, ``val_loss``, ``train_loss``).
@@ -289,7 +300,7 @@ def fit(net: Any, train_data: Any, val_data: Any = None, loss: Any = None,
         _log_epoch(record, epochs)
         for hook in hooks:
             hook.on_epoch_end(record)
-        if early_stopping is not None and early_stopping.update(record):
+        if early_stopping is not None and _agreed(trainer, early_stopping.update(record)):
             stopped = True
             log.info("early stopping after epoch %d: %s did not improve for %d epochs",
                      run.epoch, early_stopping.monitor, early_stopping.patience)

@@ -173,7 +173,7 @@ class CollectiveQueue:
         arrays = [array for _, array in pairs]
         gather.check(arrays, self.name)
         self._check_running()
-        request = Request(Slot(self._index[group], ALLREDUCE), group, priority)
+        request = Request(Slot(self._index[group], ALLREDUCE), gather.label, priority)
         self._push_op(ALLREDUCE, [request], arrays, priority, gather)
 
     def broadcast(self, key: Any, array: Any, priority: int = 0) -> None:

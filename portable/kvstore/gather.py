@@ -53,6 +53,9 @@ class Gather:
         self.entries = entries
         self.dtype = entries[0].dtype
         self.numel = sum(entry.numel for entry in entries)
+        # how its request is named in status reports and timeouts (every rank names it alike)
+        self.label = (f"{keys[0]!r}" if len(keys) == 1 else f"{keys[0]!r}..{keys[-1]!r}"
+                      ) + f" (a declared group of {len(keys)})"
         self._layouts: dict[tuple[int, ...], tuple[tuple, np.ndarray, Span]] = {}
 
     def check(self, arrays: list, store: str) -> None:
