@@ -12,6 +12,9 @@ Configurations (each one ``mpiexec`` job; the same 4 worker processes, plus a pa
 rank where the store needs one):
 
 * ``dist_sync``: one allreduce of the gradients per step (4 ranks);
+* ``dist_sync_hier``: the same sums (the same training) by ``dist_sync_hierarchical`` with nodes
+  of an EASGD group's size: reduced inside each node, allreduced between the 2 node leaders,
+  broadcast back (4 ranks);
 * ``async_sgd``: ``dist_async`` with ``algorithm="sgd"``: every worker pushes its gradient to
   the server, which applies the optimizer, and pulls the weights back (4 + 1 ranks);
 * ``local_sgd_tau{T}``: 4 replicas averaged (allreduce of the weights) every T steps (4 ranks);
@@ -44,7 +47,10 @@ of rank 0 or behind it. Rank 0 evaluates each time the sum passes the next multi
 it: an allreduce of B bytes counts B each way), without the evaluations' own traffic. For
 EASGD, ``bytes_between_groups`` leaves out the group's allreduce and broadcast (counted apart
 by giving the group's reducer a counter of its own): what goes to and from the servers, the
-part that crosses the network when each group shares a node (the paper's setting). Mind what
+part that crosses the network when each group shares a node (the paper's setting). For
+``dist_sync_hier`` it is the leaders' allreduce between the nodes: what synchronous SGD must
+send across the network at every step with the same nodes, the fair baseline for EASGD's
+``bytes_between_groups``; for the others it is every byte. Mind what
 this implies: an EASGD group of 2 allreduces its gradients at every step, which by itself
 counts as many bytes per worker and step as ``dist_sync``'s allreduce (B each way, whatever the
 group size), so with groups of 2 EASGD moves more bytes per sample than ``dist_sync`` and can
@@ -83,6 +89,7 @@ def configurations(easgd_taus: list[int], local_tau: int | None,
                    g1_taus: list[int]) -> list[dict]:
     """Name, store settings and server ranks of every configuration to run."""
     configs = [{"name": "dist_sync", "store": "dist_sync", "servers": 0},
+               {"name": "dist_sync_hier", "store": "dist_sync_hier", "servers": 0},
                {"name": "async_sgd", "store": "sgd", "servers": 1}]
     if local_tau:
         configs.append({"name": f"local_sgd_tau{local_tau}", "store": "local_sgd",
@@ -118,6 +125,12 @@ def worker(config: dict, out_dir: str) -> None:
     group_traffic = None
     if store == "dist_sync":
         kv = pt.kv.create("dist_sync")
+    elif store == "dist_sync_hier":  # nodes of an EASGD group's size
+        kv = pt.kv.create("dist_sync_hierarchical", ranks_per_node=EASGD_GROUP)
+        reducer = kv._queue.reducer
+        node_traffic = reducer.traffic  # reduce in the node, broadcast out
+        if reducer.cross is not None:  # a leader: its allreduce between the nodes apart
+            reducer.cross.traffic = Traffic()
     elif store == "sgd":
         kv = pt.kv.create("dist_async", algorithm="sgd")
     elif store == "local_sgd":
@@ -131,7 +144,8 @@ def worker(config: dict, out_dir: str) -> None:
             group_traffic = queue.reducer.traffic = Traffic()
     rank, workers = kv.rank, kv.num_workers
     assert workers == WORKERS, workers
-    summed = getattr(kv, "gradient_workers", workers if store == "dist_sync" else 1)
+    summed = getattr(kv, "gradient_workers",
+                     workers if store in ("dist_sync", "dist_sync_hier") else 1)
     board = np.memmap(os.path.join(out_dir, BOARD), dtype=np.int64, mode="r+",
                       shape=(WORKERS, 3))
 
@@ -161,6 +175,11 @@ def worker(config: dict, out_dir: str) -> None:
         """(all bytes, bytes between groups) this worker's store moved so far."""
         t = kv.traffic
         between = t["sent"] + t["received"]
+        if store == "dist_sync_hier":
+            inside = node_traffic.snapshot()
+            cross = reducer.cross.traffic.snapshot() if reducer.cross is not None else None
+            between = cross["sent"] + cross["received"] if cross is not None else 0
+            return np.array([inside["sent"] + inside["received"] + between, between], np.int64)
         if group_traffic is None:
             return np.array([between, between], np.int64)
         g = group_traffic.snapshot()
@@ -338,7 +357,7 @@ def factors(to_targets: dict, target: float) -> dict:
             continue
         out[f"{label}_best"] = best
         mine = reached[best]
-        for baseline in ("dist_sync", "async_sgd", *[n for n in to_targets
+        for baseline in ("dist_sync", "dist_sync_hier", "async_sgd", *[n for n in to_targets
                                                      if n.startswith("local_sgd")]):
             if baseline not in to_targets:
                 continue
