@@ -378,7 +378,8 @@ def factors(to_targets: dict, target: float) -> dict:
 def plot(results: dict, target: float, path: str, title: str) -> None:
     """Accuracy against samples (left) and against bytes, log x (right); EASGD solid, the
     baselines dashed; a dot where a configuration first reached the target. The dotted lines
-    of the right panel are EASGD's bytes between the groups and the server alone."""
+    of the right panel are EASGD's bytes between the groups and the server alone, and
+    ``dist_sync_hier``'s between the nodes (its leaders' allreduce)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -397,10 +398,11 @@ def plot(results: dict, target: float, path: str, title: str) -> None:
         trained = [p for p in curve if p["samples"] > 0]  # (log x: no point at 0 bytes)
         right.plot([p["bytes"] for p in trained], [p["accuracy"] for p in trained], style,
                    color=colour, label=name, linewidth=1.4)
-        if name.startswith("easgd_tau"):
+        if name.startswith("easgd_tau") or name == "dist_sync_hier":
+            between = "nodes" if name == "dist_sync_hier" else "groups"
             right.plot([p["bytes_between_groups"] for p in trained],
                        [p["accuracy"] for p in trained], ":", color=colour, linewidth=1.0,
-                       label=f"{name} (between groups)")
+                       label=f"{name} (between {between})")
         reached = to_target(curve, target)
         if reached is not None:
             left.plot([reached["samples"]], [target], "o", color=colour, markersize=5)
@@ -554,7 +556,8 @@ def main() -> None:
         plot(results, args.target, args.plot,
              f"{args.model} on digits, {WORKERS} workers, batch {args.batch}/worker, SGD lr "
              f"{args.lr[0]} momentum 0.9; EASGD: {WORKERS // EASGD_GROUP} groups of "
-             f"{EASGD_GROUP} + 1 server (g1: 4 groups of 1)")
+             f"{EASGD_GROUP} + 1 server (g1: 4 groups of 1); dist_sync_hier: nodes of "
+             f"{EASGD_GROUP}")
         report["plot"] = os.path.abspath(args.plot)
     print(json.dumps(report), flush=True)
     if failed:
