@@ -73,13 +73,15 @@ def test_the_report_has_a_sane_curve_per_configuration(report):
     # the same initial model everywhere (seed 0; rank 0's weights are the store's)
     assert len({r["curve"][0]["accuracy"] for r in configs.values()}) == 1
     assert configs["dist_sync"]["final_accuracy"] > 0.5  # it learns (chance: 0.1)
-    # With nodes of 2, only the leaders' allreduce crosses between the nodes. Per step, with
-    # G gradient bytes: each of the 2 leaders sends and receives G there (4G between the
-    # nodes), every rank reduces into its node and is broadcast from it (8G inside), where
-    # dist_sync's 4 ranks each send and receive G (8G); the initial broadcast of the weights
-    # (G sent by rank 0, G received by each of the 3 others) stays inside the count.
+    # With nodes of 2, only the leaders' allreduce crosses between the nodes. Per reduction of
+    # B bytes (the gradients, as many bytes as the weights, W): each of the 2 leaders sends
+    # and receives B there (4B between the nodes), every rank reduces into its node and is
+    # broadcast from it (8B inside), where dist_sync's 4 ranks each send and receive B (8B in
+    # all); at least one reduction a step (a speculative round whose guess failed is sent
+    # again, and the initial broadcast of the weights adds 4W inside).
     weights = 4 * configs["dist_sync"]["parameters"]  # float32
+    steps = configs["dist_sync"]["steps_per_worker"]
     hier = configs["dist_sync_hier"]["curve"][-1]
     flat = configs["dist_sync"]["curve"][-1]
-    assert hier["bytes"] == 3 * hier["bytes_between_groups"] + 4 * weights
-    assert flat["bytes"] == 2 * hier["bytes_between_groups"] + 4 * weights
+    assert 4 * weights * steps <= hier["bytes_between_groups"] < hier["bytes"] / 2
+    assert 8 * weights * steps <= flat["bytes"]
