@@ -253,7 +253,7 @@ class Server:
                 raise PortableError(f"server rank {self._comm.rank}: init of key/part {index}: "
                                     f"{values.size} values, expected "
                                     f"{header['size']}")
-            self._weights[index] = array(values)
+            self._weights[index] = array(values, dtype=values.dtype)
         for message in self._backlog.pop(index, []):
             self._handle(*message)
 
@@ -261,7 +261,7 @@ class Server:
         from portable.ndarray import array
 
         weight = self._weights[index]
-        grad = array(payload.view(weight.dtype))
+        grad = array(payload.view(weight.dtype), dtype=weight.dtype)
         if self._updater is None:
             raise PortableError(f"kvstore dist_async: key/part {index} was pushed but no "
                                 f"optimizer is on the store (call set_optimizer, or use "

@@ -13,11 +13,12 @@ import numpy as np
 
 from portable import autograd
 from portable.dtypes import to_onnx
+from portable.errors import ShapeError
 from portable.ndarray.indexing import getitem, setitem
 from portable.ndarray.invoke import constant_like, invoke
 from portable.ndarray.ndarray import NDArray, array
 from portable.ops import registry
-from portable.ops.naming import generate
+from portable.ops.naming import generate, mxnet_attributes, place_keyword_inputs
 
 
 def _as_input(value: Any, like: NDArray | None) -> Any:
@@ -35,20 +36,16 @@ def _as_input(value: Any, like: NDArray | None) -> Any:
 
 def _make(op_name: str) -> Callable[..., Any]:
     op = registry.get(op_name)
-    input_names = [s.rstrip("?*").lower() for s in op.inputs]
 
     def fn(*inputs: Any, out: NDArray | None = None, num_outputs: int | None = None,
            **kwargs: Any) -> Any:
-        inputs = list(inputs)
-        for key in [k for k in kwargs if k.lower() in input_names and k not in op.attrs]:
-            index = input_names.index(key.lower())
-            inputs.extend([None] * (index + 1 - len(inputs)))
-            inputs[index] = kwargs.pop(key)
+        inputs = place_keyword_inputs(op, list(inputs), kwargs)  # (data=, lhs=, X= ...)
         like = next((x for x in inputs if isinstance(x, NDArray)), None)
         arrays = [_as_input(x, like) for x in inputs]
         while arrays and arrays[-1] is None:
             arrays.pop()
-        return invoke(op_name, arrays, kwargs, num_outputs=num_outputs, out=out)
+        return invoke(op_name, arrays, mxnet_attributes(op, kwargs), num_outputs=num_outputs,
+                      out=out)
     return fn
 
 
@@ -77,8 +74,31 @@ def _axes(axis: Any, like: NDArray) -> Any:
 
 def _reduce(op_name: str):
     def method(self: NDArray, axis: Any = None, keepdims: bool = False) -> NDArray:
-        return invoke(op_name, [self, _axes(axis, self)], {"keepdims": int(keepdims)})
+        out = invoke(op_name, [self, _axes(axis, self)], {"keepdims": int(keepdims)})
+        return _one_axis(out)
     method.__name__ = op_name
+    return method
+
+
+def _one_axis(out: NDArray) -> NDArray:
+    """MXNet 1.x has no 0-d arrays: a single value keeps one axis, shape (1,)."""
+    if out.ndim:
+        return out
+    return invoke("Reshape", [out, array(np.asarray([1], np.int64), device=out.device,
+                                             dtype=np.int64)])
+
+
+def _compare(op_name: str, negate: bool = False):
+    """A comparison as MXNet 1.x makes it: 0 or 1 in the first operand's dtype (so that
+    ``(pred == label).mean()`` is the accuracy), not booleans."""
+    def method(self: NDArray, other: Any) -> NDArray:
+        if not isinstance(other, NDArray):  # (a Python number compares in self's dtype)
+            other = array(np.asarray(other).astype(self.dtype), device=self.device,
+                          dtype=self.dtype)
+        result = invoke(op_name, [self, other])
+        if negate:
+            result = invoke("Not", [result])
+        return invoke("Cast", [result], {"to": to_onnx(self.dtype)})
     return method
 
 
@@ -95,9 +115,33 @@ def _transpose(self: NDArray, *axes: Any) -> NDArray:
 
 
 def _argmax(op_name: str):
-    def method(self: NDArray, axis: int = 0, keepdims: bool = False) -> NDArray:
-        return invoke(op_name, [self], {"axis": axis, "keepdims": int(keepdims)})
+    """MXNet 1.x's argmax/argmin: without an axis the index into the flattened array, shape
+    (1,); the indices as float32."""
+    def method(self: NDArray, axis: int | None = None, keepdims: bool = False) -> NDArray:
+        data = self
+        if axis is None:
+            data = invoke("Reshape", [self, array(np.asarray([-1], np.int64),
+                                                  device=self.device, dtype=np.int64)])
+        index = invoke(op_name, [data], {"axis": 0 if axis is None else axis,
+                                         "keepdims": int(keepdims or axis is None)})
+        return invoke("Cast", [index], {"to": to_onnx(np.float32)})
     return method
+
+
+def split(data: NDArray, num_outputs: int, axis: int = 1, squeeze_axis: bool = False) -> Any:
+    """MXNet 1.x's ``nd.split``: ``num_outputs`` equal parts along ``axis`` (a list; one
+    array when ``num_outputs`` is 1), each without that axis when ``squeeze_axis``."""
+    num_outputs = int(num_outputs)
+    size = data.shape[axis] if -data.ndim <= axis < data.ndim else None
+    if size is None or num_outputs < 1 or size % num_outputs:
+        raise ShapeError(f"split: cannot cut axis {axis} of shape {data.shape} into "
+                         f"{num_outputs} equal parts")
+    parts = invoke("Split", [data], {"axis": axis, "num_outputs": num_outputs},
+                   num_outputs=num_outputs)
+    parts = list(parts) if isinstance(parts, (list, tuple)) else [parts]
+    if squeeze_axis:
+        parts = [invoke("Squeeze", [p, _axes(axis, p)]) for p in parts]
+    return parts[0] if num_outputs == 1 else parts
 
 
 def _unary(op_name: str):
@@ -132,10 +176,10 @@ def install_operators() -> None:
         setattr(NDArray, f"__r{dunder}__", _binary(op, reverse=True))
         setattr(NDArray, f"__i{dunder}__", _binary(op, inplace=True))
     for dunder, op in (("gt", "Greater"), ("lt", "Less"), ("eq", "Equal")):
-        setattr(NDArray, f"__{dunder}__", _binary(op))
-    NDArray.__ne__ = lambda self, other: invoke("Not", [self == other])
-    NDArray.__ge__ = lambda self, other: invoke("Not", [self < other])
-    NDArray.__le__ = lambda self, other: invoke("Not", [self > other])
+        setattr(NDArray, f"__{dunder}__", _compare(op))
+    NDArray.__ne__ = _compare("Equal", negate=True)
+    NDArray.__ge__ = _compare("Less", negate=True)
+    NDArray.__le__ = _compare("Greater", negate=True)
     NDArray.__hash__ = object.__hash__
     NDArray.__neg__ = _unary("Neg")
     NDArray.__abs__ = _unary("Abs")
@@ -153,8 +197,8 @@ def install_operators() -> None:
     NDArray.transpose = _transpose
     NDArray.T = property(lambda self: invoke("Transpose", [self]))
     NDArray.flatten = lambda self: invoke("Flatten", [self], {"axis": 1})
-    NDArray.norm = lambda self: invoke("Sqrt", [invoke("ReduceSum", [self * self],
-                                                       {"keepdims": 0})])
+    NDArray.norm = lambda self: _one_axis(invoke("Sqrt", [invoke("ReduceSum", [self * self],
+                                                                  {"keepdims": 0})]))
     NDArray.clip = lambda self, a_min, a_max: invoke(
         "Clip", [self, constant_like(a_min, self), constant_like(a_max, self)])
     NDArray.softmax = lambda self, axis=-1: invoke("Softmax", [self], {"axis": axis})
@@ -164,6 +208,9 @@ def mxnet_aliases() -> dict[str, Callable[..., Any]]:
     """Functions under MXNet 1.x names that differ from the ONNX-derived ones."""
     return {
         "dot": lambda a, b: invoke("MatMul", [a, b]),
+        "argmax": lambda x, axis=None, keepdims=False: x.argmax(axis, keepdims),
+        "argmin": lambda x, axis=None, keepdims=False: x.argmin(axis, keepdims),
+        "split": split,
         "sum": lambda x, axis=None, keepdims=False: x.sum(axis, keepdims),
         "mean": lambda x, axis=None, keepdims=False: x.mean(axis, keepdims),
         "max": lambda x, axis=None, keepdims=False: x.max(axis, keepdims),

@@ -16,7 +16,8 @@ from portable.ndarray.ndarray import NDArray, array
 
 def getitem(x: Any, key: Any) -> Any:
     if isinstance(key, (NDArray, np.ndarray, list)):
-        index = key if isinstance(key, NDArray) else array(np.asarray(key), x.device)
+        host = None if isinstance(key, NDArray) else np.asarray(key)
+        index = key if host is None else array(host, x.device, dtype=host.dtype)
         if index.dtype.kind not in "iu":
             raise IndexError(f"array indices must be integers, got {index.dtype}")
         return invoke("Gather", [x, index], {"axis": 0})
@@ -62,6 +63,8 @@ def getitem(x: Any, key: Any) -> Any:
         else:
             raise IndexError(f"unsupported index {k!r}")
         axis += 1
+    if not out_shape:
+        out_shape = [1]  # MXNet 1.x has no 0-d arrays: one element keeps one axis
     result = x
     if axes:
         consts = [array(np.asarray(v, np.int64), x.device) for v in (starts, ends, axes, steps)]

@@ -83,7 +83,8 @@ def infer_outputs(op_name: str, op: registry.OpDef, inputs: Sequence[Any],
             return hit
     types = tuple(None if x is None else TensorType(x.shape, x.dtype) for x in inputs)
     names = tuple(f"in{i}" if x is not None else "" for i, x in enumerate(inputs))
-    outputs = tuple(f"out{i}" for i in range(len(op.outputs)))
+    count = op.attribute_output_count(attrs)
+    outputs = tuple(f"out{i}" for i in range(len(op.outputs) if count is None else count))
     node = Node(op_name, names, outputs, attrs, name=op_name)
     op.check_arity(node)
     values = _LazyValues(inputs)

@@ -173,13 +173,15 @@ def _from_host(host: np.ndarray, device: Device) -> NDArray:
 
 def array(source: Any, device: "Device | str | None" = None, dtype: Any = None,
           ctx: Any = None) -> NDArray:
-    """An NDArray holding a copy of ``source``. Python data becomes float32 unless ``dtype``
-    says otherwise; NumPy arrays and NDArrays keep their dtype."""
+    """An NDArray holding a copy of ``source``: float32 unless ``dtype`` says otherwise or
+    ``source`` is an NDArray (which keeps its dtype), as MXNet 1.x's ``nd.array`` (NumPy data
+    of any dtype become float32 too)."""
     device = as_device(device if device is not None else ctx)
     if isinstance(source, NDArray):
+        dtype = source.dtype if dtype is None else dtype
         source = source.asnumpy()
     if dtype is None:
-        dtype = source.dtype if isinstance(source, np.ndarray) else np.float32
+        dtype = np.float32
     return _from_host(np.array(source, dtype=dtype, copy=True), device)
 
 

@@ -6,10 +6,78 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from portable.errors import OpError
 from portable.ops import registry
 
 # Familiar spellings for ops whose mechanical snake_case reads badly.
 ALIASES = {"mat_mul": "matmul", "arg_max": "argmax", "arg_min": "argmin", "p_relu": "prelu"}
+
+
+# MXNet 1.x's keyword names for an op's first inputs: ``sym.relu(data=x)``, ``dot(lhs=, rhs=)``.
+MXNET_INPUT_NAMES = {"data": 0, "lhs": 0, "rhs": 1}
+
+
+def place_keyword_inputs(op: registry.OpDef, inputs: list, kwargs: dict) -> list:
+    """Move the keyword arguments that name an input of ``op`` (its ONNX input name, any
+    case, or MXNet's ``data``, ``lhs``, ``rhs``) from ``kwargs`` into ``inputs`` at their
+    place; what is left are attributes. Returns the inputs (padded with None).
+
+    Example:
+        >>> kwargs = {"data": "x", "alpha": 0.1}
+        >>> place_keyword_inputs(registry.get("LeakyRelu"), [], kwargs), kwargs
+        (['x'], {'alpha': 0.1})
+    """
+    names = [spec.rstrip("?*").lower() for spec in op.inputs]
+    inputs = list(inputs)
+    for key in [k for k in kwargs if k not in op.attrs]:
+        lower = key.lower()
+        if lower in names:
+            index = names.index(lower)
+        elif lower in MXNET_INPUT_NAMES and (MXNET_INPUT_NAMES[lower] < len(names)
+                                             or op.inputs[-1].endswith("*")):
+            index = MXNET_INPUT_NAMES[lower]
+        else:
+            continue
+        if index < len(inputs) and inputs[index] is not None:
+            raise OpError(f"{function_name(op)}: input #{index} given twice (positionally "
+                          f"and as {key!r})")
+        inputs.extend([None] * (index + 1 - len(inputs)))
+        inputs[index] = kwargs.pop(key)
+    return inputs
+
+
+def _dtype_code(value: Any) -> int:
+    from portable.dtypes import to_onnx
+
+    return to_onnx(value)
+
+
+# MXNet 1.x's names of attributes whose ONNX names differ: op -> {MXNet name: (ONNX name,
+# conversion)}.
+MXNET_ATTRIBUTES: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
+    "Cast": {"dtype": ("to", _dtype_code)},
+}
+
+
+def mxnet_attributes(op: registry.OpDef, attrs: dict) -> dict:
+    """``attrs`` with MXNet's attribute names turned into the op's (``cast(dtype='float16')``
+    is Cast's ``to``).
+
+    Example:
+        >>> mxnet_attributes(registry.get("Cast"), {"dtype": "float16"})
+        {'to': 10}
+    """
+    aliases = MXNET_ATTRIBUTES.get(op.name)
+    if not aliases or not any(key in aliases for key in attrs):
+        return attrs
+    out = {}
+    for key, value in attrs.items():
+        if key in aliases and key not in op.attrs:
+            name, convert = aliases[key]
+            out[name] = convert(value)
+        else:
+            out[key] = value
+    return out
 
 
 def snake_case(name: str) -> str:

@@ -167,6 +167,12 @@ class OpDef:
                     f"node {node.name!r} (op {self.name}): attribute {key!r} must be "
                     f"{spec.kind}, got {type(value).__name__} {value!r:.60}")
 
+    def attribute_output_count(self, attrs: dict) -> int | None:
+        """The number of outputs an attribute fixes (Split's ``num_outputs``), or None."""
+        if "num_outputs" in self.attrs and attrs.get("num_outputs") is not None:
+            return int(attrs["num_outputs"])
+        return None
+
     def check_arity(self, node: Node) -> None:
         low, high = self.arity()
         count = len(node.inputs)

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from portable.ops.naming import generate
+from portable.ops import registry
+from portable.ops.naming import generate, mxnet_attributes, place_keyword_inputs
 from portable.symbol.symbol import Symbol, apply_op, constant, scalar
 
 __all__ = ["apply_op", "constant", "generated_functions", "scalar"]
 
 
 def _make(op_name: str) -> Callable[..., Symbol]:
+    op = registry.get(op_name)
+
     def fn(*inputs: Any, name: str | None = None, num_outputs: int | None = None,
            **attrs: Any) -> Symbol:
-        return apply_op(op_name, list(inputs), name=name, num_outputs=num_outputs, **attrs)
+        inputs = place_keyword_inputs(op, list(inputs), attrs)  # (data=, lhs=, X= ...)
+        return apply_op(op_name, inputs, name=name, num_outputs=num_outputs,
+                        **mxnet_attributes(op, attrs))
     return fn
 
 

@@ -300,8 +300,9 @@ def scalar(value: float) -> Symbol:
 def _output_count(op: registry.OpDef, attrs: dict, requested: int | None) -> int:
     if requested is not None:
         return requested
-    if "num_outputs" in op.attrs and attrs.get("num_outputs") is not None:
-        return int(attrs["num_outputs"])
+    fixed_by_attribute = op.attribute_output_count(attrs)
+    if fixed_by_attribute is not None:
+        return fixed_by_attribute
     required = [o for o in op.outputs if not o.endswith(("?", "*"))]
     if required:
         return len(required)

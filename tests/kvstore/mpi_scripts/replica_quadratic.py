@@ -27,14 +27,14 @@ kv = pt.kv.create("dist_async", **settings)
 kv.set_optimizer(pt.optim.create("sgd", learning_rate=common.QUADRATIC_LR))
 start, target = common.quadratic_start(), common.quadratic_target(kv.rank)
 keys = list(start)
-replicas = {k: pt.nd.array(start[k] + kv.rank) for k in keys}  # rank 0's value must win
+replicas = {k: pt.nd.array(start[k] + kv.rank, dtype=np.float64) for k in keys}  # rank 0's value must win
 for k in keys:
     kv.init(k, replicas[k])
     kv.pull(k, out=replicas[k])
 after_init = kv.traffic
 for _ in range(int(steps)):
     for k in keys:  # the gradient at this worker's current replica
-        grad = pt.nd.array(replicas[k].asnumpy() - target[k])
+        grad = pt.nd.array(replicas[k].asnumpy() - target[k], dtype=np.float64)
         kv.pushpull(k, grad, out=replicas[k])
 centre = {k: pt.nd.zeros(start[k].shape, dtype=np.float64) for k in keys}
 for k in keys:

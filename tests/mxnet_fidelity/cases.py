@@ -1,0 +1,56 @@
+"""MXNet 1.x calls whose answers portable must give unchanged: each case is a snippet run with
+``mx`` bound to the real MXNet (by ``record_mxnet.py``, in its own virtual environment) or to
+portable (by the tests), setting ``out``. The recorded answers are the fixture the tests read;
+neither side's code is written twice.
+
+``out`` is an NDArray, a list of them, or a Symbol (recorded as its arguments and the output
+shapes and dtypes inferred for ``x`` of shape (2, 3), float32).
+"""
+from __future__ import annotations
+
+SETUP = ("a = mx.nd.array([[1, 5, 3], [4, 2, 6]])\n"
+         "i = mx.nd.array([[1, 5, 3]], dtype='int32')\n"
+         "s = mx.sym.var('x', shape=(2, 3))\n")
+
+# The answers that used to differ silently (no error, another value, dtype or shape).
+SILENT = {
+    # comparisons give 0/1 in the inputs' dtype, not bool
+    "equal": "out = a == a",
+    "greater_scalar": "out = a > 2",
+    "less_scalar_left": "out = 2 < a",
+    "not_equal": "out = a != 5",
+    "greater_equal": "out = a >= 4",
+    "less_equal": "out = a <= 4",
+    "equal_int32": "out = i == 1",
+    "accuracy_by_comparison": ("pred = mx.nd.array([1, 2, 3]); label = mx.nd.array([1, 0, 3])\n"
+                               "out = (pred == label).mean()"),
+    # argmax/argmin: the flattened index without an axis; float32, the axis dropped
+    "argmax_flat": "out = a.argmax()",
+    "argmin_flat": "out = a.argmin()",
+    "argmax_axis1": "out = mx.nd.argmax(a, axis=1)",
+    "argmax_axis0_method": "out = a.argmax(axis=0)",
+    "argmax_keepdims": "out = mx.nd.argmax(a, axis=1, keepdims=True)",
+    # split by num_outputs: a list of that many arrays
+    "split_three": "out = mx.nd.split(a, num_outputs=3, axis=1)",
+    "split_squeeze": "out = mx.nd.split(a, num_outputs=2, axis=0, squeeze_axis=True)",
+    "split_one": "out = mx.nd.split(a, num_outputs=1, axis=1)",
+    # reductions to one value and full indexing keep one axis: shape (1,)
+    "index_scalar": "out = a[1, 2]",
+    "index_row": "out = a[1]",
+    "sum_all": "out = a.sum()",
+    "mean_all": "out = a.mean()",
+    "max_all": "out = a.max()",
+    "norm": "out = a.norm()",
+    "sum_axis": "out = a.sum(axis=1)",
+    # NumPy data become float32 unless dtype= says otherwise
+    "array_from_float64": "import numpy as np\nout = mx.nd.array(np.array([1.5, 2.5]))",
+    "array_from_int64": "import numpy as np\nout = mx.nd.array(np.array([1, 2]))",
+    "array_from_list": "out = mx.nd.array([1, 2])",
+    "array_dtype_kept": "import numpy as np\nout = mx.nd.array(np.array([1.5]), dtype=np.float64)",
+    "array_from_ndarray": "out = mx.nd.array(mx.nd.array([1], dtype='float16'))",
+    # symbol functions take their input as data= (no new free input is made)
+    "sym_relu_data": "out = mx.sym.relu(data=s)",
+    "sym_softmax_data": "out = mx.sym.softmax(data=s)",
+    "sym_cast_data": "out = mx.sym.cast(data=s, dtype='float16')",
+    "sym_reshape_data": "out = mx.sym.reshape(data=s, shape=(3, -1))",
+}
