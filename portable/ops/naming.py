@@ -17,10 +17,13 @@ ALIASES = {"mat_mul": "matmul", "arg_max": "argmax", "arg_min": "argmin", "p_rel
 MXNET_INPUT_NAMES = {"data": 0, "lhs": 0, "rhs": 1}
 
 
-def place_keyword_inputs(op: registry.OpDef, inputs: list, kwargs: dict) -> list:
+def place_keyword_inputs(op: registry.OpDef, inputs: list, kwargs: dict,
+                         scalar: Callable[[Any], Any] | None = None) -> list:
     """Move the keyword arguments that name an input of ``op`` (its ONNX input name, any
     case, or MXNet's ``data``, ``lhs``, ``rhs``) from ``kwargs`` into ``inputs`` at their
-    place; what is left are attributes. Returns the inputs (padded with None).
+    place; what is left are attributes. Returns the inputs (padded with None). ``scalar``
+    wraps a Python number given under an MXNet attribute name that ONNX makes an input
+    (``clip(a_min=0)``), so that it takes the data's dtype (the symbolic front end's).
 
     Example:
         >>> kwargs = {"data": "x", "alpha": 0.1}
@@ -29,6 +32,11 @@ def place_keyword_inputs(op: registry.OpDef, inputs: list, kwargs: dict) -> list
     """
     names = [spec.rstrip("?*").lower() for spec in op.inputs]
     inputs = list(inputs)
+    for key, target in MXNET_KEYWORDS.get(op.name, {}).items():
+        if key in kwargs and isinstance(target, str):  # MXNet's attribute, ONNX's input
+            value = kwargs.pop(key)
+            numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+            kwargs[target] = scalar(value) if numeric and scalar is not None else value
     for key in [k for k in kwargs if k not in op.attrs]:
         lower = key.lower()
         if lower in names:
@@ -52,28 +60,36 @@ def _dtype_code(value: Any) -> int:
     return to_onnx(value)
 
 
-# MXNet 1.x's names of attributes whose ONNX names differ: op -> {MXNet name: (ONNX name,
-# conversion)}.
-MXNET_ATTRIBUTES: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
+# MXNet 1.x's keyword names where the ONNX op's differ: op -> {MXNet name: (ONNX attribute,
+# conversion)} or {MXNet name: ONNX input name} (MXNet's attribute is an input in ONNX).
+MXNET_KEYWORDS: dict[str, dict[str, Any]] = {
     "Cast": {"dtype": ("to", _dtype_code)},
+    "Concat": {"dim": ("axis", int)},
+    "Transpose": {"axes": ("perm", list)},
+    "Clip": {"a_min": "min", "a_max": "max"},
+    "Tile": {"reps": "repeats"},
+    "Slice": {"begin": "starts", "end": "ends"},
 }
+# MXNet 1.x's defaults for attributes ONNX requires: ``concat(a, b)`` joins along axis 1.
+MXNET_DEFAULTS: dict[str, dict[str, Any]] = {"Concat": {"axis": 1}}
 
 
 def mxnet_attributes(op: registry.OpDef, attrs: dict) -> dict:
     """``attrs`` with MXNet's attribute names turned into the op's (``cast(dtype='float16')``
-    is Cast's ``to``).
+    is Cast's ``to``), and MXNet's defaults for attributes ONNX requires.
 
     Example:
         >>> mxnet_attributes(registry.get("Cast"), {"dtype": "float16"})
         {'to': 10}
+        >>> mxnet_attributes(registry.get("Concat"), {})
+        {'axis': 1}
     """
-    aliases = MXNET_ATTRIBUTES.get(op.name)
-    if not aliases or not any(key in aliases for key in attrs):
-        return attrs
-    out = {}
+    aliases = MXNET_KEYWORDS.get(op.name, {})
+    out = dict(MXNET_DEFAULTS.get(op.name, {}))
     for key, value in attrs.items():
-        if key in aliases and key not in op.attrs:
-            name, convert = aliases[key]
+        target = aliases.get(key)
+        if isinstance(target, tuple) and key not in op.attrs:
+            name, convert = target
             out[name] = convert(value)
         else:
             out[key] = value

@@ -21,7 +21,7 @@ def _make(op_name: str) -> Callable[..., Symbol]:
 
     def fn(*inputs: Any, name: str | None = None, num_outputs: int | None = None,
            **attrs: Any) -> Symbol:
-        inputs = place_keyword_inputs(op, list(inputs), attrs)  # (data=, lhs=, X= ...)
+        inputs = place_keyword_inputs(op, list(inputs), attrs, scalar)  # (data=, X= ...)
         return apply_op(op_name, inputs, name=name, num_outputs=num_outputs,
                         **mxnet_attributes(op, attrs))
     return fn

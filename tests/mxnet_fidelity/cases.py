@@ -54,3 +54,21 @@ SILENT = {
     "sym_cast_data": "out = mx.sym.cast(data=s, dtype='float16')",
     "sym_reshape_data": "out = mx.sym.reshape(data=s, shape=(3, -1))",
 }
+
+# MXNet's keyword names and defaults where the ONNX op's differ (these raised an error).
+KEYWORDS = {
+    "concat_default_dim": "out = mx.nd.concat(a, a)",
+    "concat_dim": "out = mx.nd.concat(a, a, dim=0)",
+    "transpose_axes": "out = mx.nd.transpose(a, axes=(1, 0))",
+    "clip_a_min_a_max": "out = mx.nd.clip(a, a_min=2, a_max=5)",
+    "tile_reps": "out = mx.nd.tile(a, reps=(2, 1))",
+    "slice_begin_end": "out = mx.nd.slice(a, begin=(0, 1), end=(2, 3))",
+    "relu_data": "out = mx.nd.relu(data=a - 3)",
+    "cast_dtype": "out = mx.nd.cast(a, dtype='int32')",
+    "sym_concat_dim": "out = mx.sym.concat(s, s, dim=0)",
+    "sym_transpose_axes": "out = mx.sym.transpose(s, axes=(1, 0))",
+    "sym_clip": "out = mx.sym.clip(s, a_min=0, a_max=1)",
+}
+
+# fixture name -> its cases
+SETS = {"silent_differences": SILENT, "keywords": KEYWORDS}

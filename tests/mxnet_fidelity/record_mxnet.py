@@ -5,8 +5,9 @@ MXNet 1.9.1 needs NumPy < 1.24, so it lives in a virtual environment of its own:
 
     python3.9 -m venv /tmp/mxnet-1.9.1
     /tmp/mxnet-1.9.1/bin/pip install "mxnet==1.9.1" "numpy<1.24"
-    /tmp/mxnet-1.9.1/bin/python tests/mxnet_fidelity/record_mxnet.py \\
-        tests/mxnet_fidelity/fixtures/silent_differences.json
+    /tmp/mxnet-1.9.1/bin/python tests/mxnet_fidelity/record_mxnet.py tests/mxnet_fidelity/fixtures
+
+It writes one ``<set>.json`` per case set of ``cases.SETS``.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cases import SETUP, SILENT  # noqa: E402
+from cases import SETS, SETUP  # noqa: E402
 
 
 def describe(out, mx) -> dict:
@@ -40,17 +41,18 @@ def describe(out, mx) -> dict:
 def main() -> None:
     import mxnet as mx
 
-    answers = {}
-    for name, code in SILENT.items():
-        scope = {"mx": mx}
-        exec(SETUP + code, scope)  # noqa: S102 - the cases are this repository's own snippets
-        answers[name] = describe(scope["out"], mx)
-    fixture = {"recorded_with": {"mxnet": mx.__version__, "numpy": np.__version__,
-                                 "python": platform.python_version()},
-               "setup": SETUP, "cases": SILENT, "answers": answers}
-    with open(sys.argv[1], "w") as handle:
-        json.dump(fixture, handle, indent=1, sort_keys=True)
-        handle.write("\n")
+    for set_name, cases in SETS.items():
+        answers = {}
+        for name, code in cases.items():
+            scope = {"mx": mx}
+            exec(SETUP + code, scope)  # noqa: S102 - the cases are this repository's snippets
+            answers[name] = describe(scope["out"], mx)
+        fixture = {"recorded_with": {"mxnet": mx.__version__, "numpy": np.__version__,
+                                     "python": platform.python_version()},
+                   "setup": SETUP, "cases": cases, "answers": answers}
+        with open(os.path.join(sys.argv[1], f"{set_name}.json"), "w") as handle:
+            json.dump(fixture, handle, indent=1, sort_keys=True)
+            handle.write("\n")
 
 
 if __name__ == "__main__":

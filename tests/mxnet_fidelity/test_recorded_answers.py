@@ -1,7 +1,8 @@
 """portable against the real MXNet 1.9.1's recorded answers (``fixtures/``, written by
-``record_mxnet.py``) for the calls that used to give another answer with no error: a
+``record_mxnet.py``): the calls that used to give another answer with no error (a
 comparison's dtype, argmax without an axis, split by ``num_outputs``, the shape of one value,
-the dtype ``nd.array`` makes of NumPy data, and ``data=`` in the symbol functions."""
+the dtype ``nd.array`` makes of NumPy data, ``data=`` in the symbol functions), and MXNet's
+keyword names and defaults where the ONNX op's differ."""
 from __future__ import annotations
 
 import json
@@ -11,10 +12,10 @@ import numpy as np
 import pytest
 
 import portable as mx
-from tests.mxnet_fidelity.cases import SETUP, SILENT
+from tests.mxnet_fidelity.cases import SETS, SETUP
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "silent_differences.json")
-                     .read_text())
+FIXTURES = {name: json.loads((Path(__file__).parent / "fixtures" / f"{name}.json").read_text())
+            for name in SETS}
 
 
 def describe(out) -> dict:
@@ -31,16 +32,18 @@ def describe(out) -> dict:
             "values": value.tolist()}
 
 
-def test_the_fixture_was_recorded_by_mxnet_1_9_1_from_these_cases():
-    assert FIXTURE["recorded_with"]["mxnet"] == "1.9.1"
-    assert FIXTURE["cases"] == SILENT and FIXTURE["setup"] == SETUP
+@pytest.mark.parametrize("set_name", sorted(SETS))
+def test_the_fixture_was_recorded_by_mxnet_1_9_1_from_these_cases(set_name):
+    fixture = FIXTURES[set_name]
+    assert fixture["recorded_with"]["mxnet"] == "1.9.1"
+    assert fixture["cases"] == SETS[set_name] and fixture["setup"] == SETUP
 
 
-@pytest.mark.parametrize("name", sorted(SILENT))
-def test_portable_answers_as_mxnet_does(name):
+@pytest.mark.parametrize("set_name, name", [(s, n) for s in sorted(SETS) for n in sorted(SETS[s])])
+def test_portable_answers_as_mxnet_does(set_name, name):
     scope = {"mx": mx}
-    exec(SETUP + SILENT[name], scope)  # noqa: S102 - the cases are this repository's snippets
-    got, want = describe(scope["out"]), FIXTURE["answers"][name]
+    exec(SETUP + SETS[set_name][name], scope)  # noqa: S102 - this repository's snippets
+    got, want = describe(scope["out"]), FIXTURES[set_name]["answers"][name]
     if want["kind"] == "array" and got["kind"] == "array":
         assert (got["dtype"], got["shape"]) == (want["dtype"], want["shape"]), (got, want)
         np.testing.assert_allclose(np.asarray(got["values"], np.float64),
