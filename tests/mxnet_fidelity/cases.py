@@ -70,5 +70,36 @@ KEYWORDS = {
     "sym_clip": "out = mx.sym.clip(s, a_min=0, a_max=1)",
 }
 
+# MXNet functions with no ONNX op of their own (these were missing).
+FUNCTIONS = {
+    "expand_dims": "out = mx.nd.expand_dims(a, axis=1)",
+    "expand_dims_method": "out = a.expand_dims(axis=0)",
+    "take_rows": "out = mx.nd.take(a, mx.nd.array([1, 0, 1]))",
+    "take_clipped": "out = mx.nd.take(a, mx.nd.array([5, -2]), axis=1)",
+    "take_wrap": "out = mx.nd.take(a, mx.nd.array([4]), axis=1, mode='wrap')",
+    "pick": "out = mx.nd.pick(a, mx.nd.array([1, 2]), axis=1)",
+    "pick_keepdims": "out = mx.nd.pick(a, mx.nd.array([0, 1, 0]), axis=0, keepdims=True)",
+    "slice_axis": "out = mx.nd.slice_axis(a, axis=1, begin=0, end=2)",
+    "slice_axis_none": "out = a.slice_axis(axis=1, begin=1, end=None)",
+    "broadcast_to": "out = mx.nd.broadcast_to(mx.nd.array([[1, 2, 3]]), shape=(2, 3))",
+    "broadcast_to_zero": "out = mx.nd.broadcast_to(mx.nd.array([[1], [2]]), shape=(0, 4))",
+    "one_hot": "out = mx.nd.one_hot(mx.nd.array([0, 2]), 3)",
+    "one_hot_values": "out = mx.nd.one_hot(mx.nd.array([1]), 4, on_value=5, off_value=-1)",
+    "batch_dot": ("import numpy as np\n"
+                  "x = mx.nd.array(np.arange(12).reshape(2, 2, 3))\n"
+                  "y = mx.nd.array(np.arange(12).reshape(2, 3, 2))\n"
+                  "out = mx.nd.batch_dot(x, y)"),
+    "batch_dot_transpose_b": ("import numpy as np\n"
+                              "x = mx.nd.array(np.arange(12).reshape(2, 2, 3))\n"
+                              "out = mx.nd.batch_dot(x, x, transpose_b=True)"),
+    "topk_indices": "out = mx.nd.topk(a, k=2)",
+    "topk_value": "out = mx.nd.topk(a, k=1, axis=0, ret_typ='value')",
+    "topk_both_ascend": "out = mx.nd.topk(a, k=2, ret_typ='both', is_ascend=True)",
+    "topk_mask": "out = mx.nd.topk(a, k=2, ret_typ='mask')",
+    "activation_relu": "out = mx.nd.Activation(a - 3, act_type='relu')",
+    "activation_softrelu": "out = mx.nd.Activation(a - 3, act_type='softrelu')",
+    "activation_softsign": "out = mx.nd.Activation(a - 3, act_type='softsign')",
+}
+
 # fixture name -> its cases
-SETS = {"silent_differences": SILENT, "keywords": KEYWORDS}
+SETS = {"silent_differences": SILENT, "keywords": KEYWORDS, "functions": FUNCTIONS}
