@@ -24,28 +24,14 @@ pt.random.seed(kv.rank)  # different initial weights: the servers' copy (rank 0'
 split = load_digits_split(seed=0)
 mine = distributed.shard(len(split.x_train), kv)
 x, y = split.x_train[mine], split.y_train[mine]
-net = gluon.nn.HybridSequential()
-net.add(gluon.nn.Dense(64, activation="relu"), gluon.nn.Dense(10))
-net.initialize(pt.init.Xavier())
-net.hybridize()
+net = common.digits_mlp(64)
 trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": 0.003}, kvstore=kv)
-loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-batch = 32
-order = np.random.default_rng(kv.rank)
-for epoch in range(epochs):
-    perm = order.permutation(len(x))
-    for start in range(0, len(x) - batch + 1, batch):
-        rows = perm[start:start + batch]
-        with pt.autograd.record():
-            loss = loss_fn(net(pt.nd.array(x[rows])), pt.nd.array(y[rows]))
-        loss.backward()
-        trainer.step(batch)
+common.train_digits(net, trainer, x, y, epochs, seed=kv.rank)
 distributed.join(trainer)  # every worker pulls the servers' final weights
 states = os.path.join(out_dir, "states.safetensors")
 kv.save_optimizer_states(states)
 kv.load_optimizer_states(states)
-logits = net(pt.nd.array(split.x_test)).asnumpy()
-accuracy = float((logits.argmax(1) == split.y_test).mean())
+accuracy = common.held_out_accuracy(net, split)
 weights = [p.data().asnumpy() for p in net.collect_params().values()]
 common.write_result(out_dir, kv.rank, {
     "accuracy": accuracy, "workers": kv.num_workers, "group_size": kv.group_size,

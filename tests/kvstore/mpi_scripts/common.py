@@ -55,6 +55,45 @@ def repo_on_path() -> None:
         sys.path.insert(0, root)
 
 
+# -- an MLP on digits (the rank scripts that train one) ----------------------------------------
+def digits_mlp(hidden: int):
+    """Dense(hidden, relu) -> Dense(10), Xavier-initialised (from portable's seed), hybridized."""
+    from portable import gluon, init
+
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(hidden, activation="relu"), gluon.nn.Dense(10))
+    net.initialize(init.Xavier())
+    net.hybridize()
+    return net
+
+
+def train_digits(net, trainer, x: np.ndarray, y: np.ndarray, epochs: int, seed: int,
+                 summed: int = 1, batch: int = 32) -> None:
+    """``epochs`` over this rank's rows in an order seeded by ``seed`` (full batches only);
+    ``summed``: how many workers' gradients a push sums (the step divides by their batch)."""
+    import portable as pt
+    from portable import gluon
+
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    order = np.random.default_rng(seed)
+    for _ in range(epochs):
+        perm = order.permutation(len(x))
+        for start in range(0, len(x) - batch + 1, batch):
+            rows = perm[start:start + batch]
+            with pt.autograd.record():
+                loss = loss_fn(net(pt.nd.array(x[rows])), pt.nd.array(y[rows]))
+            loss.backward()
+            trainer.step(batch * summed)
+
+
+def held_out_accuracy(net, split) -> float:
+    """The share of the held-out digits ``net`` classifies right."""
+    import portable as pt
+
+    logits = net(pt.nd.array(split.x_test)).asnumpy()
+    return float((logits.argmax(1) == split.y_test).mean())
+
+
 # -- EASGD and local SGD on a quadratic (tests/kvstore/test_easgd.py) -------------------------
 QUADRATIC_LR = 0.1
 QUADRATIC_SHAPES = {"w": (3, 4), "b": (5,)}  # two keys: each follows its own counter

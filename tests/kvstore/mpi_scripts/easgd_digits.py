@@ -13,8 +13,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
 common.repo_on_path()
-import numpy as np  # noqa: E402
-
 import portable as pt  # noqa: E402
 from portable import distributed, gluon  # noqa: E402
 from portable.data.digits import load_digits_split  # noqa: E402
@@ -26,33 +24,15 @@ pt.random.seed(kv.rank)  # different initial weights: rank 0's must win
 split = load_digits_split(seed=0)
 mine = distributed.shard(len(split.x_train), kv)
 x, y = split.x_train[mine], split.y_train[mine]
-net = gluon.nn.HybridSequential()
-net.add(gluon.nn.Dense(64, activation="relu"), gluon.nn.Dense(10))
-net.initialize(pt.init.Xavier())
-net.hybridize()
+net = common.digits_mlp(64)
 trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": 0.01}, kvstore=kv)
-loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-batch = 32
-order = np.random.default_rng(kv.rank)
-for epoch in range(epochs):
-    perm = order.permutation(len(x))
-    for start in range(0, len(x) - batch + 1, batch):
-        rows = perm[start:start + batch]
-        with pt.autograd.record():
-            loss = loss_fn(net(pt.nd.array(x[rows])), pt.nd.array(y[rows]))
-        loss.backward()
-        trainer.step(batch * kv.gradient_workers)  # the group sums its members' gradients
-
-
-def accuracy() -> float:
-    logits = net(pt.nd.array(split.x_test)).asnumpy()
-    return float((logits.argmax(1) == split.y_test).mean())
-
-
-replica_accuracy = accuracy()
+# (the group sums its members' gradients)
+common.train_digits(net, trainer, x, y, epochs, seed=kv.rank, summed=kv.gradient_workers)
+replica_accuracy = common.held_out_accuracy(net, split)
 kv.join()
 for index, param in enumerate(trainer._params):
     kv.pull_center(index, out=param.list_data())
+centre_accuracy = common.held_out_accuracy(net, split)
 common.write_result(out_dir, kv.rank, {
-    "replica_accuracy": replica_accuracy, "centre_accuracy": accuracy(),
+    "replica_accuracy": replica_accuracy, "centre_accuracy": centre_accuracy,
     "group": kv.group, "groups": kv.num_groups, "alpha": kv.alpha, "traffic": kv.traffic})

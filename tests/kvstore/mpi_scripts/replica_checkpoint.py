@@ -31,10 +31,7 @@ if algorithm == "easgd":
 kv = pt.kv.create("dist_async", **settings)
 pt.random.seed(kv.rank + (0 if phase == "full" else 1000))  # resume: other weights, replaced
 split = load_digits_split(seed=0)
-net = gluon.nn.HybridSequential()
-net.add(gluon.nn.Dense(16, activation="relu"), gluon.nn.Dense(10))
-net.initialize(pt.init.Xavier())
-net.hybridize()
+net = common.digits_mlp(16)
 trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": 0.01}, kvstore=kv)
 loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
 path = os.path.join(out_dir, "replicas.safetensors")

@@ -27,7 +27,8 @@ kv = pt.kv.create("dist_async", **settings)
 kv.set_optimizer(pt.optim.create("sgd", learning_rate=common.QUADRATIC_LR))
 start, target = common.quadratic_start(), common.quadratic_target(kv.rank)
 keys = list(start)
-replicas = {k: pt.nd.array(start[k] + kv.rank, dtype=np.float64) for k in keys}  # rank 0's value must win
+# (rank 0's value must win)
+replicas = {k: pt.nd.array(start[k] + kv.rank, dtype=np.float64) for k in keys}
 for k in keys:
     kv.init(k, replicas[k])
     kv.pull(k, out=replicas[k])
