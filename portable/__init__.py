@@ -37,12 +37,38 @@ _LAZY = {
     "optim": "portable.optim",
     "optimizer": "portable.optim",
     "metric": "portable.metric",
+    # MXNet 1.x namespaces (``import portable as mx`` runs MXNet scripts)
+    "mod": "portable.module",
+    "module": "portable.module",
+    "model": "portable.model",
+    "lr_scheduler": "portable.optim.lr_scheduler",
+    "callback": "portable.callback",
+    "viz": "portable.viz",
+    "visualization": "portable.viz",
+    "name": "portable.name",
+    "context": "portable.context",
+    "test_utils": "portable.test_utils",
+    "profiler": "portable.profiler",
+    "np": "portable.numpy",
+    "npx": "portable.numpy_extension",
+    "operator": "portable.operator",
+}
+
+# MXNet 1.x names at the top level, each taken from the module that defines it.
+_LAZY_ATTRIBUTES = {
+    "gpu": "portable.context",
+    "Context": "portable.context",
+    "current_context": "portable.context",
 }
 
 __all__ = ["Device", "cpu", "cuda", "errors", "null", "opencl", "random", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _LAZY_ATTRIBUTES:
+        value = getattr(importlib.import_module(_LAZY_ATTRIBUTES[name]), name)
+        globals()[name] = value
+        return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'portable' has no attribute {name!r}")
@@ -52,4 +78,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_LAZY_ATTRIBUTES))

@@ -37,7 +37,15 @@ else:
     __all__.append("Trainer")
 
 
+# Subpackages imported on first use (MXNet's gluon.model_zoo and gluon.contrib).
+_LAZY = {"model_zoo": "portable.gluon.model_zoo", "contrib": "portable.gluon.contrib"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module = importlib.import_module(_LAZY[name])
+        globals()[name] = module
+        return module
     # gluon.data: portable.gluon.data when it exists, else portable.data once it provides the
     # Gluon data API (Dataset/DataLoader); imported on first use.
     if name != "data":

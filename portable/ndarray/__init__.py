@@ -15,3 +15,24 @@ for _name in mxnet_functions.METHODS:  # (x.take(i), x.expand_dims(axis) ...)
 
 __all__ = ["NDArray", "arange", "array", "contiguous_zeros", "empty", "from_dlpack", "full",
            "ones", "ones_like", "random", "waitall", "zeros", "zeros_like"]
+
+# MXNet 1.x names that live in modules of their own, imported on first use.
+_LAZY_ATTRIBUTES = {
+    "save": "portable.ndarray.mxnet_files",   # MXNet's binary NDArray file format
+    "load": "portable.ndarray.mxnet_files",
+    "Custom": "portable.operator",            # mx.operator.CustomOp run imperatively
+}
+_LAZY_MODULES = {"linalg": "portable.ndarray.linalg", "contrib": "portable.ndarray.contrib"}
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _LAZY_ATTRIBUTES:
+        value = getattr(importlib.import_module(_LAZY_ATTRIBUTES[name]), name)
+    elif name in _LAZY_MODULES:
+        value = importlib.import_module(_LAZY_MODULES[name])
+    else:
+        raise AttributeError(f"module 'portable.ndarray' has no attribute {name!r}")
+    globals()[name] = value
+    return value

@@ -3,10 +3,14 @@
 portable (by the tests), setting ``out``. The recorded answers are the fixture the tests read;
 neither side's code is written twice.
 
-``out`` is an NDArray, a list of them, or a Symbol (recorded as its arguments and the output
-shapes and dtypes inferred for ``x`` of shape (2, 3), float32).
+``out`` is what ``answers.describe`` records: an array, a Symbol (its arguments and the output
+shapes and dtypes inferred for ``x`` of shape (2, 3), float32), a list or dict of them, or a
+plain value. More sets live in ``cases_<area>.py`` files beside this one.
 """
 from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
 
 SETUP = ("a = mx.nd.array([[1, 5, 3], [4, 2, 6]])\n"
          "i = mx.nd.array([[1, 5, 3]], dtype='int32')\n"
@@ -101,5 +105,23 @@ FUNCTIONS = {
     "activation_softsign": "out = mx.nd.Activation(a - 3, act_type='softsign')",
 }
 
-# fixture name -> its cases
+# fixture name -> its cases; each set runs after SETUPS[its name]
 SETS = {"silent_differences": SILENT, "keywords": KEYWORDS, "functions": FUNCTIONS}
+SETUPS = dict.fromkeys(SETS, SETUP)
+
+
+def _gather_case_modules() -> None:
+    """Add the sets of every ``cases_<area>.py`` beside this file: each defines ``SETS`` (and
+    ``SETUP`` if its cases need another one than the shared one above)."""
+    for path in sorted(Path(__file__).parent.glob("cases_*.py")):
+        spec = importlib.util.spec_from_file_location(f"mxnet_fidelity_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for name, cases in module.SETS.items():
+            if name in SETS:
+                raise ValueError(f"{path.name}: the case set {name!r} is defined twice")
+            SETS[name] = cases
+            SETUPS[name] = getattr(module, "SETUP", SETUP)
+
+
+_gather_case_modules()
