@@ -166,11 +166,17 @@ class Executor:
             for state, value in plan["updates"].items():
                 aux[state]._data[...] = env[value]
             for array, name in zip(outputs, names):
-                array._data = env[name]  # readers wait on the var, so they see the new buffer
+                # Copied into the output's own buffer rather than swapped in: a view taken of
+                # the output before this op ran (``out[:n]``, made at push time) must see it.
+                array._data[...] = env[name]
 
         reads = [a._var for a in arrays.values()]
         writes = [o._var for o in outputs] + [a._var for a in aux.values()] + [plan["state"]]
         get_engine().push(run, reads=reads, writes=writes, device=self.device, name="forward")
+        # The gradient segment reads the bound arguments' buffers through ``env`` (the weights
+        # for dX, the data for dW), so it must also hold them against later writes such as an
+        # optimizer's in-place update pushed right after backward().
+        plan["bound_vars"] = reads
         self._last_plan = plan if is_train else None
         self.outputs = list(outputs)
         return self.outputs
@@ -188,7 +194,7 @@ class Executor:
         if len(out_grads) != len(outs):
             raise BindError(f"backward got {len(out_grads)} out_grads for {len(outs)} outputs")
         backend = self.device.backend
-        reads = [plan["state"]]
+        reads = [plan["state"], *plan["bound_vars"]]
         fills = []
         for name, grad in zip(outs, out_grads):
             head = plan["heads"].get(name)
