@@ -28,6 +28,7 @@ import numpy as np
 from portable.errors import OpError
 from portable.ops.gradients import GradContext, Handle
 from portable.ops.movement import slice_bounds, slice_length
+from portable.ops.mxnet_outputs import softmax_view
 
 Decomposition = Callable[[GradContext], list]
 
@@ -150,7 +151,32 @@ def _fused_with_activation(base: str) -> Decomposition:
     return rule
 
 
+def _softmax_output(g: GradContext) -> list:
+    """MXNet's SoftmaxOutput at inference: the softmax alone, along axis 1 of the view MXNet
+    computes it in (the label only matters to its gradient)."""
+    x = g.inputs[0]
+    shape = tuple(g.shape(x))
+    view = softmax_view(shape, bool(g.attrs["multi_output"]), bool(g.attrs["preserve_shape"]))
+    if view == shape:
+        return [g.emit("Softmax", x, axis=1)]
+    flat = g.emit("Reshape", x, g.const(np.asarray(view, np.int64)))
+    return [g.emit("Reshape", g.emit("Softmax", flat, axis=1),
+                   g.const(np.asarray(shape, np.int64)))]
+
+
+def _forward_only(op: str | None) -> Decomposition:
+    """MXNet's regression outputs at inference: their prediction (the label only matters to
+    their gradient)."""
+    def rule(g: GradContext) -> list:
+        return [g.emit(op, g.inputs[0]) if op else g.emit("Identity", g.inputs[0])]
+    return rule
+
+
 DECOMPOSITIONS: dict[str, Decomposition] = {
+    "portable.SoftmaxOutput": _softmax_output,
+    "portable.LinearRegressionOutput": _forward_only(None),
+    "portable.MAERegressionOutput": _forward_only(None),
+    "portable.LogisticRegressionOutput": _forward_only("Sigmoid"),
     "portable.FusedElementwise": _fused_elementwise,
     "portable.FusedConv": _fused_with_activation("Conv"),
     "portable.FusedGemm": _fused_with_activation("Gemm"),

@@ -253,9 +253,9 @@ def _lower(graph: Graph, opset: int, info: TypeInfo, data: set[str]
 
 
 def _decompose(node: Node, ctx: _Context) -> tuple[list[Node], list[str | None]]:
-    # An op declaration may carry its own decomposition (a ``decompose`` facet, as fused ops
-    # will); the exporter's table covers the rest.
-    rule = getattr(registry.get(node.op), "decompose", None) or DECOMPOSITIONS.get(node.op)
+    # An op declaration may carry its own decomposition (the ``decompose`` facet: a custom
+    # op's refusal names its type); the exporter's table covers the rest.
+    rule = registry.get(node.op).decompose or DECOMPOSITIONS.get(node.op)
     if rule is None:
         first = None if node.domain else versions.first_version(node.op)
         why = "it is private to portable" if node.domain else \

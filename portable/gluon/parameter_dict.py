@@ -1,5 +1,6 @@
 """ParameterDict (MXNet 1.x ``gluon.ParameterDict``): an ordered name -> Parameter mapping with
-a name prefix, sharing, bulk initialisation and prefixed-name save/load (safetensors).
+a name prefix, sharing, bulk initialisation and prefixed-name save/load (safetensors, or MXNet's
+binary NDArray format, which loading recognises by its magic).
 
 Example:
     >>> params = ParameterDict("net_")
@@ -18,6 +19,7 @@ from portable import initializer as _init
 from portable.device import Device
 from portable.errors import PortableError, SerializationError
 from portable.gluon.parameter import Constant, Parameter, create_initializer
+from portable.io import mxnet_ndarray_format as mxnet_format
 from portable.io.tensors import TENSOR_FORMAT, load_tensors, read_tensor_file, write_tensor_file
 
 # The header of a parameters file names its writer; loading accepts any safetensors file but
@@ -26,22 +28,48 @@ PARAMETERS_FORMAT = "portable.gluon.parameters"
 PARAMETERS_METADATA = {"format": PARAMETERS_FORMAT}
 
 
-def save_parameter_file(path: str, arrays: dict[str, np.ndarray]) -> None:
-    """Write parameter values as a safetensors file (atomically), as every Gluon saver does.
+def save_parameter_file(path: str, arrays: dict[str, np.ndarray],
+                        format: str = "safetensors") -> None:
+    """Write parameter values (atomically) as every Gluon saver does: safetensors by default,
+    or MXNet's binary NDArray format (``format="mxnet"``: what MXNet 1.x itself reads).
 
     Args:
         path: the target file.
         arrays: name -> host array (a 0-d array is stored with shape (1,), as it always was).
+        format: ``"safetensors"`` or ``"mxnet"``.
 
     Example:
         >>> save_parameter_file("net.params", {"0.weight": np.ones((2, 3))})  # doctest: +SKIP
     """
+    if format == "mxnet":
+        # MXNet 1.x cannot read back a 0-d array it writes: store it as (1,), as safetensors does
+        mxnet_format.write(path, {name: np.reshape(value, (1,)) if np.ndim(value) == 0 else value
+                                  for name, value in arrays.items()})
+        return
+    if format != "safetensors":
+        raise PortableError(f"unknown parameter file format {format!r}; use 'safetensors' or "
+                            f"'mxnet'")
     write_tensor_file(path, {name: np.ascontiguousarray(value) for name, value in arrays.items()},
                       PARAMETERS_METADATA)
 
 
+def _load_mxnet_file(path: str) -> dict[str, np.ndarray]:
+    loaded: dict[str, np.ndarray] = {}
+    for index, (name, value) in enumerate(mxnet_format.read(path)):
+        if name is None:
+            raise SerializationError(f"parameter file {path} is an MXNet NDArray file holding "
+                                     f"an unnamed list of arrays: parameters need names")
+        if name in loaded:
+            raise SerializationError(f"parameter file {path} holds {name!r} twice (again as "
+                                     f"array {index})")
+        loaded[name] = value
+    return loaded
+
+
 def load_parameter_file(path: str) -> dict[str, np.ndarray]:
-    """Name -> writable array of a safetensors file (SerializationError naming it if bad).
+    """Name -> writable array of a parameter file: safetensors, or MXNet's binary NDArray
+    format (recognised by its magic: ``mx.nd.save``, MXNet's ``save_parameters``, ``export``,
+    ``save_checkpoint`` and model-zoo files). SerializationError naming the file if bad.
 
     Any safetensors file is read (another library's too), except one of portable's that holds
     no parameters (its header's ``format`` names another kind, such as a deployment file); a
@@ -51,6 +79,8 @@ def load_parameter_file(path: str) -> dict[str, np.ndarray]:
         >>> load_parameter_file("net.params")["0.weight"].shape            # doctest: +SKIP
         (2, 3)
     """
+    if mxnet_format.is_mxnet_ndarray_file(path):
+        return _load_mxnet_file(path)
     found = read_tensor_file(path, what="parameter file")  # mapped: nothing copied yet
     kind = found.metadata.get("format")
     if kind == TENSOR_FORMAT:
@@ -199,15 +229,16 @@ class ParameterDict:
         selected.update({k: v for k, v in self.items() if regex.match(k)})
         return selected
 
-    def save(self, filename: str, strip_prefix: str = "") -> None:
-        """Save every parameter under its name (minus ``strip_prefix``), as safetensors."""
+    def save(self, filename: str, strip_prefix: str = "", format: str = "safetensors") -> None:
+        """Save every parameter under its name (minus ``strip_prefix``), as safetensors or,
+        with ``format="mxnet"``, in MXNet's binary NDArray format."""
         arrays = {}
         for param in self.values():
             if strip_prefix and not param.name.startswith(strip_prefix):
                 raise PortableError(f"prefix {strip_prefix!r} is to be stripped before saving, "
                                     f"but Parameter {param.name!r} does not start with it")
             arrays[param.name[len(strip_prefix):]] = param._reduce()
-        save_parameter_file(filename, arrays)
+        save_parameter_file(filename, arrays, format)
 
     def load(self, filename: str, device: Any = None, allow_missing: bool = False,
              ignore_extra: bool = False, restore_prefix: str = "", cast_dtype: bool = False,

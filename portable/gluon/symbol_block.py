@@ -6,7 +6,9 @@ Called with NDArrays it always runs compiled (a CachedOp); called with Symbols i
 symbol with the inputs substituted.
 
 ``SymbolBlock.imports`` loads what ``HybridBlock.export`` wrote (symbol JSON plus safetensors
-parameters), or an ONNX model through ``portable.io.onnx.import_model``.
+parameters), what MXNet 1.x wrote (``HybridBlock.export`` or ``Module.save_checkpoint``: its
+symbol JSON, read by ``portable.symbol.mxnet_json``, and its binary ``.params`` with
+``arg:``/``aux:`` keys), or an ONNX model through ``portable.io.onnx.import_model``.
 
 Example:
     >>> net.export("/tmp/mlp")                                              # doctest: +SKIP
@@ -23,34 +25,7 @@ import numpy as np
 from portable.errors import PortableError
 from portable.gluon.block import HybridBlock
 from portable.gluon.parameter_dict import ParameterDict
-
-
-def compose(outputs: Any, substitutes: dict[str, Any]) -> Any:
-    """A copy of ``outputs`` whose variables named in ``substitutes`` are replaced by the
-    given one-output Symbols (MXNet's symbol composition ``sym(data=x)``)."""
-    from portable.symbol.symbol import SymNode, Symbol, topo_nodes
-
-    clones: dict[int, Any] = {}
-    for node in topo_nodes(outputs._entries):
-        if node.is_variable:
-            if node.name in substitutes:
-                replacement = substitutes[node.name]
-                if len(replacement) != 1:
-                    raise PortableError(f"input {node.name!r} must be a one-output Symbol")
-                clones[id(node)] = replacement._entries[0]
-            else:
-                clones[id(node)] = (node, 0)
-            continue
-        inputs = [None if e is None else _remap(clones, e) for e in node.inputs]
-        copy = SymNode(node.op, node.name, dict(node.attrs), inputs, node.num_outputs)
-        clones[id(node)] = (copy, 0)
-    return Symbol([_remap(clones, entry) for entry in outputs._entries])
-
-
-def _remap(clones: dict[int, Any], entry: tuple) -> tuple:
-    node, index = entry
-    target, base = clones[id(node)]
-    return (target, index) if not node.is_variable else (target, base)
+from portable.symbol.symbol import compose
 
 
 class SymbolBlock(HybridBlock):
@@ -150,12 +125,16 @@ class SymbolBlock(HybridBlock):
     def imports(symbol_file: str, input_names: str | Sequence[str], param_file: str | None = None,
                 device: Any = None, allow_missing: bool = False, ignore_extra: bool = False,
                 ctx: Any = None) -> "SymbolBlock":
-        """Load a SymbolBlock from ``HybridBlock.export`` files, or from an ONNX model.
+        """Load a SymbolBlock from ``HybridBlock.export`` files (portable's or MXNet 1.x's,
+        also a Module checkpoint's), or from an ONNX model.
 
         Args:
-            symbol_file: ``*-symbol.json``, or an ``.onnx`` file (which holds its parameters).
-            input_names: the input variable name(s).
-            param_file: the parameters (safetensors) for a symbol JSON file.
+            symbol_file: ``*-symbol.json`` (portable's or MXNet's format), or an ``.onnx`` file
+                (which holds its parameters).
+            input_names: the input variable name(s); a Module checkpoint's label
+                (``softmax_label``) is an input too, as in MXNet.
+            param_file: the parameters of a symbol JSON file (safetensors, or MXNet's binary
+                NDArray format).
             device, ctx: where the parameters go.
             allow_missing, ignore_extra: as in ``ParameterDict.load``.
 
