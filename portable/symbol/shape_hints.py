@@ -9,6 +9,7 @@ from math import prod
 from typing import Any, Callable
 
 from portable.errors import BindError
+from portable.ops.mxnet_outputs import regression_label_shape, softmax_label_shapes
 
 
 def _dense_weight(shape, params):  # (units, in_features); data is flattened first
@@ -28,9 +29,17 @@ def _fixed(shape, params):
     return tuple(params["shape"])
 
 
+def _softmax_label(shape, params):  # MXNet's SoftmaxOutput label: class indices
+    return softmax_label_shapes(shape, bool(params.get("multi_output", 0)))[0]
+
+
+def _regression_label(shape, params):  # MXNet's regression outputs: one target per output
+    return regression_label_shape(shape)
+
+
 RULES: dict[str, Callable[[tuple, dict], tuple]] = {
     "dense_weight": _dense_weight, "conv_weight": _conv_weight, "channels": _channels,
-    "fixed": _fixed,
+    "fixed": _fixed, "softmax_label": _softmax_label, "regression_label": _regression_label,
 }
 
 

@@ -34,6 +34,9 @@ class Case:
         reference: for private ops, a NumPy function of (inputs, attrs) -> list of outputs.
         rtol, atol: forward tolerances; grad_tol: gradient tolerance.
         name: a label for the test id.
+        grad_reference: for ops whose backward is by design not their forward's derivative
+            (MXNet's loss outputs), a NumPy function of (inputs, attrs, heads) -> the expected
+            gradient of each ``wrt`` input, used instead of finite differences.
     """
 
     op: str
@@ -48,6 +51,7 @@ class Case:
     atol: float = 1e-6
     grad_tol: float = 1e-5
     name: str = ""
+    grad_reference: Callable | None = None
 
     @property
     def id(self) -> str:

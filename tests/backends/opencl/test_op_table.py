@@ -5,13 +5,25 @@ themselves checked against onnx.reference and finite differences by ``tests/ops`
 agree within 1e-4 relative for float32 (1e-2 for float16 storage, 1e-9 for float64). Every
 gradient case runs its symbolic gradient graph in float64 on both and agrees within 1e-9.
 Random ops reseed before each run, so both devices draw the same masks.
+
+Ops that OpenCL refuses by design are listed in ``REFUSED`` with the reason; their cases check
+the refusal (a BackendError whose message contains what the op's attributes name) instead.
 """
+import re
+
 import numpy as np
 import pytest
 
 import portable as pt
+from portable.errors import BackendError
 from tests.ops.harness import run_ours, symbolic_gradients, to64
 from tests.ops.test_op_table import CASES, GRAD_CASES
+
+# op -> (why OpenCL refuses it, the attribute the refusal must name)
+REFUSED = {
+    "portable.Custom": ("runs the user's Python forward on host NDArrays", "op_type"),
+    "portable.CustomGrad": ("runs the user's Python backward on host NDArrays", "op_type"),
+}
 
 _TOLERANCE = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-4,
               np.dtype(np.float64): 1e-9}
@@ -30,8 +42,18 @@ def _compare(got, want, label):
             np.testing.assert_array_equal(g, w, err_msg=f"{label} output {j}")
 
 
+def _expect_refusal(case, run):
+    reason, attr = REFUSED[case.op]
+    with pytest.raises(BackendError, match=re.escape(repr(case.attrs[attr]))) as caught:
+        run()
+    assert "opencl" in str(caught.value), f"{case.id} ({reason}): the refusal names no device"
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_forward_matches_numpy(case, device):
+    if case.op in REFUSED:
+        _expect_refusal(case, lambda: run_ours(case, device=device))
+        return
     if any(np.asarray(v).dtype == np.float64 for v in case.inputs if v is not None):
         if not device.backend.runtime.device.fp64:
             pytest.skip("the device has no float64 (cl_khr_fp64)")
@@ -45,6 +67,10 @@ def test_forward_matches_numpy(case, device):
 @pytest.mark.parametrize("case", GRAD_CASES, ids=[c.id for c in GRAD_CASES])
 def test_gradient_matches_numpy(case, device, fp64):
     case = to64(case)
+    if case.op in REFUSED:
+        heads = [np.ones(o.shape, o.dtype) for o in run_ours(case)]
+        _expect_refusal(case, lambda: symbolic_gradients(case, heads, device=device))
+        return
     outs = run_ours(case)
     rng = np.random.default_rng(1)
     heads = [rng.uniform(0.5, 1.5, size=o.shape).astype(o.dtype) if o.dtype.kind == "f"
@@ -55,3 +81,9 @@ def test_gradient_matches_numpy(case, device, fp64):
     wrt_cl, got = symbolic_gradients(case, heads, device=device)
     assert wrt == wrt_cl
     _compare(got, want, f"gradient of {case.id}")
+
+
+def test_refusals_give_reasons():
+    from portable.ops import registry
+
+    assert all(op in registry.ops and reason.strip() for op, (reason, _) in REFUSED.items())
