@@ -1,11 +1,11 @@
 """DataLoader (MXNet ``gluon.data.DataLoader``): batches from a dataset, prefetched on the engine.
 
-Loading is MXNet's prefetching iterator expressed as engine ops. Each batch is one op pushed to
-the dependency engine on the ``io`` queue (its own worker thread) that writes a fresh engine
-var; the iterator keeps ``prefetch`` of them in flight and waits on the oldest var before
+Loading is MXNet's prefetching iterator: each batch is loaded on the loader's own thread (not
+an engine op, because samples may be NDArrays that the load reads, which an engine op may not
+wait for); the iterator keeps ``prefetch`` of them in flight and waits on the oldest before
 handing its batch out. Batches therefore arrive in order, loading overlaps the compute queued
-on the CPU workers, and an exception raised while loading (a missing file, a bad transform)
-is re-raised by the iterator when that batch is due, with a note naming the batch.
+on the engine, and an exception raised while loading (a missing file, a bad transform) is
+re-raised by the iterator when that batch is due, with a note naming the batch.
 
 The loader remembers where it is: ``state_dict()`` gives the sampler state at the start of the
 current epoch and the number of batches handed out, and ``load_state_dict`` makes the next
@@ -22,36 +22,35 @@ Example:
 from __future__ import annotations
 
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from portable.data.dataset import Dataset, _Columns
 from portable.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
-from portable.engine import get_engine
 from portable.errors import PortableError
-
-IO_QUEUE = "io"  # engine device key: a queue (and worker) of its own, beside the CPU pool
+from portable.numpy.mode import is_np_array
+from portable.numpy.multiarray import as_np
 
 
 def _to_nd(array: Any) -> Any:
     from portable.ndarray.ndarray import NDArray, array as nd_array
 
-    if isinstance(array, NDArray):
-        return array
-    array = np.asarray(array)
-    if array.dtype == np.float64:
-        array = array.astype(np.float32)
-    return nd_array(array, dtype=array.dtype)
+    if not isinstance(array, NDArray):
+        array = np.asarray(array)
+        array = nd_array(array, dtype=array.dtype)  # (MXNet keeps the NumPy dtype, float64 too)
+    return as_np(array) if is_np_array() else array  # (mx.np batches in NumPy mode)
 
 
 def default_batchify_fn(data: list) -> Any:
-    """Stack samples into NDArrays: tuples column by column, arrays and numbers by stacking."""
+    """MXNet's batchify: NDArray samples stacked, tuples column by column into a list, NumPy
+    data and numbers stacked into an NDArray of their own dtype."""
     if isinstance(data, _Columns):
-        return _to_nd(data[0]) if data.single else tuple(_to_nd(c) for c in data)
+        return _to_nd(data[0]) if data.single else [_to_nd(c) for c in data]
     first = data[0]
     if isinstance(first, tuple):
-        return tuple(default_batchify_fn(list(column)) for column in zip(*data))
+        return [default_batchify_fn(list(column)) for column in zip(*data)]
     if hasattr(first, "asnumpy"):
         data = [d.asnumpy() for d in data]
     return _to_nd(np.stack([np.asarray(d) for d in data]))
@@ -68,7 +67,7 @@ class DataLoader:
         last_batch: ``keep`` (default), ``discard`` or ``rollover``.
         batch_sampler: a custom batch sampler (excludes the four arguments above).
         batchify_fn: turns a list of samples into a batch (default: stack into NDArrays).
-        num_workers: accepted for MXNet compatibility; loading runs on the engine's ``io``
+        num_workers: accepted for MXNet compatibility; loading runs on the loader's
             worker thread (processes would need pickling).
         prefetch: batches loaded ahead (0: load synchronously on the calling thread).
         seed: seeds the shuffling order (default: drawn from ``portable.random``).
@@ -140,39 +139,30 @@ class DataLoader:
         self._position = 0
 
     def _prefetched(self, batches: list[list[int]]) -> Iterator[Any]:
-        engine = get_engine()
         in_flight: deque = deque()
         pending = iter(enumerate(batches))
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="DataLoader")
 
         def push_next() -> None:
             item = next(pending, None)
-            if item is None:
-                return
-            number, indices = item
-            var, box = engine.new_var(f"DataLoader.batch[{number}]"), {}
-
-            def load() -> None:
-                try:
-                    box["batch"] = self._load(indices)
-                except Exception as exc:  # re-raised on the consuming thread, as MXNet does
-                    box["error"] = exc
-
-            engine.push(load, writes=[var], device=IO_QUEUE, name=var.name)
-            in_flight.append((var, box))
+            if item is not None:
+                number, indices = item
+                in_flight.append((f"DataLoader.batch[{number}]",
+                                  pool.submit(self._load, indices)))
 
         for _ in range(self._prefetch):
             push_next()
         try:
             while in_flight:
-                var, box = in_flight.popleft()
+                name, future = in_flight.popleft()
                 push_next()
-                engine.wait_for_var(var)
-                engine.delete_var(var)
-                if "error" in box:
-                    error = box.pop("error")
-                    error.add_note(f"(raised while loading {var.name} on the engine's io queue)")
-                    raise error
-                yield box.pop("batch")
-        finally:  # an abandoned iterator: let the loads in flight finish, then free their vars
-            for var, _ in in_flight:
-                engine.delete_var(var)
+                try:
+                    batch = future.result()
+                except Exception as error:  # re-raised on the consuming thread, as MXNet does
+                    error.add_note(f"(raised while loading {name} on the loader's thread)")
+                    raise
+                yield batch
+        finally:  # an abandoned iterator: drop the loads not started, let the others finish
+            for _, future in in_flight:
+                future.cancel()
+            pool.shutdown(wait=False)

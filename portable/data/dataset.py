@@ -86,13 +86,18 @@ class SimpleDataset(Dataset):
 
 
 def _host(array: Any) -> Any:
-    return array.asnumpy() if hasattr(array, "asnumpy") else array
+    """MXNet keeps NDArrays (their items are NDArrays) but turns 1-D ones into NumPy arrays."""
+    if hasattr(array, "asnumpy") and len(array.shape) == 1:
+        return array.asnumpy()
+    return array
 
 
 class ArrayDataset(Dataset):
     """Samples drawn from several arrays of equal length: ``ds[i] = (a[i], b[i], ...)``.
 
-    NDArrays are copied to the host once; a single array gives samples that are not tuples.
+    Items are what the arrays give (MXNet's rule): NumPy rows for NumPy arrays, NDArray rows
+    for NDArrays of two or more axes (1-D NDArrays become NumPy arrays, so a label is a NumPy
+    scalar); a single array gives samples that are not tuples.
 
     Args:
         *args: arrays, NDArrays or lists, all of the same length.

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from portable.data import transforms  # noqa: F401  (gluon.data.vision.transforms)
-from portable.data.dataset import Dataset
+from portable.data.dataset import Dataset, _Columns
 from portable.data.digits import Split, load_digits_split
 from portable.data.idx import read_idx
 from portable.errors import PortableError, ShapeError
@@ -46,6 +46,12 @@ def _find(root: Path, name: str) -> Path | None:
     return None
 
 
+def _nd(image: np.ndarray) -> Any:
+    from portable.ndarray.ndarray import array
+
+    return array(image, dtype=image.dtype)
+
+
 class _ImageDataset(Dataset):
     def __init__(self, images: np.ndarray, labels: np.ndarray,
                  transform: Callable[[Any, Any], Any] | None) -> None:
@@ -55,10 +61,17 @@ class _ImageDataset(Dataset):
         return len(self._labels)
 
     def __getitem__(self, idx: int) -> Any:
-        image, label = self._images[idx], self._labels[idx]
+        # MXNet's items: the image an NDArray (HWC), the label a NumPy scalar
+        image, label = _nd(self._images[idx]), self._labels[idx]
         if self._transform is not None:
             return self._transform(image, label)
         return image, label
+
+    def get_batch(self, indices: Any) -> Any:
+        if self._transform is not None:
+            return super().get_batch(indices)
+        index = np.asarray(indices, dtype=np.int64)  # one stacked copy, not one per sample
+        return _Columns((self._images[index], self._labels[index]), single=False)
 
 
 class MNIST(_ImageDataset):
@@ -106,6 +119,43 @@ class FashionMNIST(MNIST):
     url = "https://github.com/zalandoresearch/fashion-mnist"
 
 
+class CIFAR10(_ImageDataset):
+    """CIFAR-10 from its local binary batches (``cifar-10-batches-bin``): 32x32x3 uint8
+    images, int32 labels, as MXNet's ``gluon.data.vision.CIFAR10`` gives them.
+
+    Args:
+        root: the folder holding ``data_batch_1.bin`` ... ``data_batch_5.bin`` and
+            ``test_batch.bin`` (directly or in ``cifar-10-batches-bin/``).
+        train: the five training batches (True) or the test batch (False).
+        transform: ``fn(image, label) -> sample``, applied on access.
+    """
+
+    folder = "cifar10"
+    record = 1 + 3 * 32 * 32  # a label byte, then the image's three 32x32 channel planes
+
+    def __init__(self, root: str | os.PathLike | None = None, train: bool = True,
+                 transform: Callable[[Any, Any], Any] | None = None) -> None:
+        base = Path(root).expanduser() if root else DEFAULT_ROOT / self.folder
+        if (base / "cifar-10-batches-bin").is_dir():
+            base = base / "cifar-10-batches-bin"
+        names = [f"data_batch_{i}.bin" for i in range(1, 6)] if train else ["test_batch.bin"]
+        parts = []
+        for name in names:
+            path = base / name
+            if not path.is_file():
+                raise PortableError(f"CIFAR10: {name} not found in {base}. Put the binary "
+                                    f"batches of https://www.cs.toronto.edu/~kriz/cifar.html "
+                                    f"there; nothing is downloaded.")
+            size = path.stat().st_size
+            if size % self.record or size > 10_001 * self.record:
+                raise ShapeError(f"CIFAR10: {path} holds {size} bytes, not a whole number of "
+                                 f"{self.record}-byte records (at most 10,001)")
+            parts.append(np.fromfile(path, np.uint8).reshape(-1, self.record))
+        raw = np.concatenate(parts)
+        images = raw[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+        super().__init__(np.ascontiguousarray(images), raw[:, 0].astype(np.int32), transform)
+
+
 class Digits(_ImageDataset):
     """scikit-learn's bundled 8x8 digits (1,797 images; no download), split reproducibly.
 
@@ -125,7 +175,8 @@ class Digits(_ImageDataset):
                          labels.astype(np.int32), transform)
 
 
-DATASETS = {"digits": Digits, "mnist": MNIST, "fashion-mnist": FashionMNIST}
+DATASETS = {"digits": Digits, "mnist": MNIST, "fashion-mnist": FashionMNIST,
+            "cifar10": CIFAR10}
 
 
 def load_arrays(name: str, root: str | os.PathLike | None = None) -> Split:

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from portable import random, tape
+from portable import profiler, random, tape
 from portable.backend import KernelContext
 from portable.engine import get_engine
 from portable.errors import BackendError, PortableError, ShapeError
@@ -56,7 +56,8 @@ def _freeze_key(attrs: dict) -> Any:
 
 
 def infer_outputs(op_name: str, op: registry.OpDef, inputs: Sequence[Any],
-                  attrs: dict) -> tuple[list[TensorType | None], dict, int]:
+                  attrs: dict, num_outputs: int | None = None
+                  ) -> tuple[list[TensorType | None], dict, int]:
     """Output types, resolved attributes and the default number of returned outputs of an
     imperative call (cached when the type rule read no input value).
 
@@ -73,8 +74,8 @@ def infer_outputs(op_name: str, op: registry.OpDef, inputs: Sequence[Any],
     else:
         attr_key = _freeze_key(attrs) if attrs else ()
     key = None if attr_key is None else (
-        op_name, attr_key, tuple(None if x is None else (x._data.shape, x._data.dtype)
-                                 for x in inputs))
+        op_name, attr_key, num_outputs,
+        tuple(None if x is None else (x._data.shape, x._data.dtype) for x in inputs))
     if key is not None:
         hit = _infer_cache.get(key)
         if hit is not None:
@@ -84,6 +85,8 @@ def infer_outputs(op_name: str, op: registry.OpDef, inputs: Sequence[Any],
     types = tuple(None if x is None else TensorType(x.shape, x.dtype) for x in inputs)
     names = tuple(f"in{i}" if x is not None else "" for i, x in enumerate(inputs))
     count = op.attribute_output_count(attrs)
+    if count is None and num_outputs is not None and op.outputs[-1].endswith("*"):
+        count = num_outputs  # a variadic op told how many (Split by an input's sizes)
     outputs = tuple(f"out{i}" for i in range(len(op.outputs) if count is None else count))
     node = Node(op_name, names, outputs, attrs, name=op_name)
     op.check_arity(node)
@@ -153,7 +156,7 @@ def invoke(op_name: str, inputs: Sequence[Any], attrs: dict | None = None,
         extra = {i for i, name in enumerate(node.outputs) if name}  # e.g. Dropout's mask
     if training:
         extra |= {o for o, _ in op.mutates}
-    out_types, resolved, default_count = infer_outputs(op_name, op, inputs, attrs)
+    out_types, resolved, default_count = infer_outputs(op_name, op, inputs, attrs, num_outputs)
     count = num_outputs if num_outputs is not None else default_count
     if isinstance(out, (tuple, list)):
         given, count = tuple(out), max(count, len(out))
@@ -219,7 +222,10 @@ def _push_kernel(op_name, op, backend, device, inputs, outputs, attrs, declared_
 
     def run() -> None:
         ctx = KernelContext(backend.xp, random.generator(), backend, node)
+        started = profiler.op_started()
         kernel(ctx, in_data, out_data, attrs)
+        if started:
+            profiler.op_finished(op_name, started)
 
     # An input that is also the output (out=x) is listed in both: an in-place update; the
     # engine removes duplicates.

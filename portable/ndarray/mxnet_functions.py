@@ -1,7 +1,9 @@
 """MXNet 1.x functions that have no ONNX op of their own, composed from the declared ops (so
 each gets their kernels and gradients): ``expand_dims``, ``take``, ``pick``, ``slice_axis``,
-``broadcast_to``, ``one_hot``, ``batch_dot``, ``topk``, ``Activation``. Indices may be float,
-as MXNet's are; ``take`` and ``pick`` clip them into range (MXNet's default ``mode='clip'``).
+``broadcast_to``, ``one_hot``, ``batch_dot``, ``topk``, ``Activation``, the ``broadcast_*`` and
+``elemwise_*`` arithmetic, and (from ``mxnet_layers``) the legacy layer functions and the
+top-level ``random_*``/``sample_*`` samplers. Indices may be float, as MXNet's are; ``take`` and
+``pick`` clip them into range (MXNet's default ``mode='clip'``).
 
 Example:
     >>> import portable as mx
@@ -18,7 +20,9 @@ import numpy as np
 from portable.dtypes import to_onnx
 from portable.errors import OpError
 from portable.ndarray.invoke import invoke
+from portable.ndarray.mxnet_layers import LAYERS
 from portable.ndarray.ndarray import NDArray, array
+from portable.ndarray.random import LEGACY_FUNCTIONS as RANDOM_FUNCTIONS
 
 
 def _ints(values: Any, like: NDArray) -> NDArray:
@@ -84,6 +88,14 @@ def broadcast_to(data: NDArray, shape: Any) -> NDArray:
     return invoke("Expand", [data, _ints(shape, data)])
 
 
+def Embedding(data: NDArray, weight: NDArray, input_dim: int | None = None,  # noqa: N802
+              output_dim: int | None = None, dtype: Any = "float32",
+              sparse_grad: bool = False) -> NDArray:
+    """MXNet's ``Embedding``: rows of ``weight`` (input_dim, output_dim) at the (clipped)
+    indices ``data``."""
+    return take(weight, data, axis=0)
+
+
 def one_hot(indices: NDArray, depth: int, on_value: float = 1.0, off_value: float = 0.0,
             dtype: Any = "float32") -> NDArray:
     """A new last axis of size ``depth``: ``on_value`` at each index, ``off_value`` elsewhere."""
@@ -141,7 +153,82 @@ def Activation(data: NDArray, act_type: str) -> NDArray:  # noqa: N802 - MXNet's
     return invoke(_ACTIVATIONS[act_type], [data])
 
 
+def _compare(op_name: str, negate: bool = False):
+    """MXNet's ``broadcast_equal`` etc.: 0 or 1 in the inputs' dtype, not booleans."""
+    def compare(lhs: NDArray, rhs: NDArray) -> NDArray:
+        result = invoke(op_name, [lhs, rhs])
+        if negate:
+            result = invoke("Not", [result])
+        return invoke("Cast", [result], {"to": to_onnx(lhs.dtype)})
+    compare.__name__ = op_name
+    return compare
+
+
+def _logical(op_name: str):
+    def logical(lhs: NDArray, rhs: NDArray) -> NDArray:
+        zero = array(np.zeros((), lhs.dtype), device=lhs.device, dtype=lhs.dtype)
+        a, b = (invoke("Not", [invoke("Equal", [x, zero])]) for x in (lhs, rhs))
+        return invoke("Cast", [invoke(op_name, [a, b])], {"to": to_onnx(lhs.dtype)})
+    return logical
+
+
+def _binary(op_name: str):
+    def binary(lhs: NDArray, rhs: NDArray, out: NDArray | None = None) -> NDArray:
+        return invoke(op_name, [lhs, rhs], out=out)
+    binary.__name__ = op_name
+    return binary
+
+
+def broadcast_axis(data: NDArray, axis: Any = (), size: Any = ()) -> NDArray:
+    """``data`` broadcast along its size-1 ``axis`` (int or tuple) to ``size``."""
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    sizes = [size] if isinstance(size, int) else list(size)
+    shape = list(data.shape)
+    for a, n in zip(axes, sizes):
+        shape[_axis(a, data.ndim, "broadcast_axis")] = int(n)
+    return invoke("Expand", [data, _ints(shape, data)])
+
+
+def broadcast_like(lhs: NDArray, rhs: NDArray) -> NDArray:
+    """``lhs`` broadcast to ``rhs``'s shape."""
+    return invoke("Expand", [lhs, _ints(rhs.shape, lhs)])
+
+
+def add_n(*args: NDArray) -> NDArray:
+    """The elementwise sum of the arrays."""
+    return invoke("Sum", list(args))
+
+
+def stack(*data: Any, axis: int = 0, num_args: int | None = None) -> NDArray:
+    """MXNet's ``stack(*data, axis=0)``: the arrays joined along a new ``axis`` (a single list
+    of arrays is accepted too)."""
+    arrays = list(data[0]) if len(data) == 1 and isinstance(data[0], (list, tuple)) \
+        else list(data)
+    if not arrays:
+        raise OpError("stack: no arrays given")
+    axis = _axis(axis, arrays[0].ndim + 1, "stack")
+    return invoke("Concat", [expand_dims(a, axis) for a in arrays], {"axis": axis})
+
+
+_ARITHMETIC = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div"}
+BROADCAST = {
+    **{f"broadcast_{k}": _binary(v) for k, v in _ARITHMETIC.items()},
+    **{f"elemwise_{k}": _binary(v) for k, v in _ARITHMETIC.items()},
+    "broadcast_plus": _binary("Add"), "broadcast_minus": _binary("Sub"),
+    "broadcast_maximum": _binary("Max"), "broadcast_minimum": _binary("Min"),
+    "broadcast_power": _binary("Pow"),
+    "broadcast_equal": _compare("Equal"), "broadcast_not_equal": _compare("Equal", True),
+    "broadcast_greater": _compare("Greater"), "broadcast_greater_equal": _compare("Less", True),
+    "broadcast_lesser": _compare("Less"), "broadcast_lesser_equal": _compare("Greater", True),
+    "broadcast_logical_and": _logical("And"), "broadcast_logical_or": _logical("Or"),
+    "broadcast_logical_xor": _logical("Xor"),
+    "broadcast_axis": broadcast_axis, "broadcast_axes": broadcast_axis,
+    "broadcast_like": broadcast_like, "add_n": add_n, "stack": stack, "Embedding": Embedding,
+    "ElementWiseSum": add_n,
+}
+
 FUNCTIONS = {"expand_dims": expand_dims, "take": take, "pick": pick, "slice_axis": slice_axis,
              "broadcast_to": broadcast_to, "one_hot": one_hot, "batch_dot": batch_dot,
-             "topk": topk, "Activation": Activation}
+             "topk": topk, "Activation": Activation, **BROADCAST,
+             **LAYERS, **RANDOM_FUNCTIONS}
 METHODS = ("expand_dims", "take", "pick", "slice_axis", "broadcast_to", "one_hot", "topk")

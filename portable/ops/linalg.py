@@ -1,4 +1,4 @@
-"""Linear algebra ops: MatMul, Gemm, Einsum, Trilu."""
+"""Linear algebra ops: MatMul, Gemm, Einsum, Trilu, Det and the private portable.Inverse."""
 from __future__ import annotations
 
 import string
@@ -10,7 +10,7 @@ import numpy as np
 
 from portable.ir.graph import TensorType
 from portable.ops.registry import Attr, declare
-from portable.ops.rules import broadcast_shapes, same_dtype
+from portable.ops.rules import broadcast_shapes, require_float, same_dtype
 
 
 def _matmul_infer(ctx):
@@ -283,3 +283,44 @@ def _trilu_grad(g, dys):
 
 declare("Trilu", inputs=("input", "k?"), outputs=("output",), infer=_trilu_infer,
         attrs={"upper": Attr("int", 1)}, onnx_since=14, grad=_trilu_grad, nondiff_inputs=(1,))
+
+
+# -- Det and Inverse: batched over the leading axes of (..., M, M) --------------------------------
+
+
+def _square_stack(ctx) -> tuple[int, ...]:
+    """The shape of a stack of square matrices (rank >= 2, the last two axes equal)."""
+    shape = ctx.shape(0)
+    require_float(ctx, 0)
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        ctx.fail(f"{ctx.op.short_name} needs square matrices (..., M, M), got shape {shape}")
+    return shape
+
+
+def _det_infer(ctx):
+    return [TensorType(_square_stack(ctx)[:-2], ctx.dtype(0))]
+
+
+def _inverse_infer(ctx):
+    return [TensorType(_square_stack(ctx), ctx.dtype(0))]
+
+
+def _det_grad(g, dys):
+    # d det(A) = det(A) * inv(A)^T, scaled per matrix by the head gradient
+    a = g.inputs[0]
+    scale = g.emit("Mul", dys[0], g.outputs[0])
+    scale = g.emit("Unsqueeze", scale, g.const(np.asarray([-2, -1], np.int64)))
+    return [g.emit("Mul", scale, _swap_last(g, g.emit("portable.Inverse", a)))]
+
+
+def _inverse_grad(g, dys):
+    # Y = inv(A): dA = -Y^T @ dY @ Y^T
+    yt = _swap_last(g, g.outputs[0])
+    return [g.emit("Neg", g.emit("MatMul", g.emit("MatMul", yt, dys[0]), yt))]
+
+
+declare("Det", inputs=("X",), outputs=("Y",), infer=_det_infer, onnx_since=22, grad=_det_grad)
+declare("Inverse", domain="portable", inputs=("X",), outputs=("Y",), infer=_inverse_infer,
+        grad=_inverse_grad,
+        doc="The inverse of each square matrix of a stack (..., M, M). ONNX has no such op "
+            "and no short decomposition into ONNX ops, so it is not exported.")

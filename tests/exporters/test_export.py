@@ -104,6 +104,25 @@ def test_private_op_without_decomposition_is_refused():
         export_graph(b.build([y]))
 
 
+@pytest.mark.parametrize("opset", [13, None])
+def test_det_exports_as_onnx_det_and_inverse_is_refused(opset):
+    b = GraphBuilder("det")
+    x = b.input("x", (3, 4, 4))
+    graph = b.build([b.op("Det", b.op("Mul", x, x))])
+    model = export_graph(graph, opset=opset)
+    assert [n.op_type for n in model.graph.node] == ["Mul", "Det"]
+    value = RNG.normal(size=(3, 4, 4)).astype(np.float32)
+    np.testing.assert_allclose(ort_run(model, {"x": value})[0], _ours(graph, {"x": value})[0],
+                               rtol=1e-4, atol=1e-5)
+    again, _ = import_graph(model)
+    np.testing.assert_allclose(_ours(again, {"x": value})[0], _ours(graph, {"x": value})[0],
+                               rtol=1e-6)
+    b = GraphBuilder("inverse")
+    y = b.op("portable.Inverse", b.input("x", (2, 2)))
+    with pytest.raises(UnknownOpError, match=r"portable.Inverse.*private"):
+        export_graph(b.build([y]), opset=opset)
+
+
 def test_reexport_keeps_symbolic_dims():
     w = RNG.normal(size=(4, 3)).astype(np.float32)
     model = make_model([onnx.helper.make_node("MatMul", ["x", "w"], ["h"]),

@@ -63,3 +63,43 @@ CASES += [
          name="int", grad=False),
     Case("Trilu", [rand(3, 4), _k(1)], name="k_not_constant"),
 ]
+
+
+# -- Det and portable.Inverse: well-conditioned matrices (finite differences stay accurate) ----
+
+
+def _square(*shape: int, seed: int = 0, pivot: bool = False) -> np.ndarray:
+    """Diagonally dominant (so well-conditioned) matrices of ``shape`` (..., M, M); ``pivot``
+    reverses their rows, so that elimination without row swaps would meet small pivots."""
+    m = shape[-1]
+    x = rand(*shape, seed=seed) + np.float32(m) * np.eye(m, dtype=np.float32)
+    return np.ascontiguousarray(x[..., ::-1, :]) if pivot else x
+
+
+def _inv(inputs, attrs):
+    return [np.linalg.inv(inputs[0])]
+
+
+CASES += [
+    Case("Det", [_square(3, 3)], name="2d"),
+    Case("Det", [_square(2, 3, 4, 4, seed=1)], name="batched", rtol=1e-4),
+    Case("Det", [_square(5, 5, seed=2, pivot=True)], name="pivoting", rtol=1e-4),
+    Case("Det", [_square(3, 1, 1, seed=3)], name="1x1"),
+    Case("Det", [np.array([[0, 1, 0], [0, 0, 2], [3, 0, 0]], np.float32)], name="permutation",
+         grad=False),
+    Case("Det", [np.array([[1, 2], [2, 4]], np.float64)], name="singular", grad=False),
+    Case("Det", [np.zeros((2, 0, 0), np.float32)], name="empty_matrices", grad=False),
+    Case("Det", [np.zeros((0, 3, 3), np.float32)], name="empty_stack", grad=False),
+    # np.linalg (so onnx.reference) has no float16: compare with the float32 determinant
+    Case("Det", [_square(2, 3, 3, seed=4).astype(np.float16)], name="float16", grad=False,
+         reference=lambda inputs, attrs: [np.linalg.det(inputs[0].astype(np.float32))
+                                          .astype(np.float16)], rtol=1e-2, atol=1e-2),
+    Case("portable.Inverse", [_square(3, 3)], reference=_inv, name="2d"),
+    Case("portable.Inverse", [_square(2, 3, 4, 4, seed=1)], reference=_inv, name="batched",
+         rtol=1e-4),
+    Case("portable.Inverse", [_square(5, 5, seed=2, pivot=True)], reference=_inv,
+         name="pivoting", rtol=1e-4),
+    Case("portable.Inverse", [_square(2, 1, 1, seed=3)], reference=_inv, name="1x1"),
+    Case("portable.Inverse", [np.zeros((0, 2, 2), np.float32)], reference=_inv,
+         name="empty_stack", grad=False),
+]

@@ -1,4 +1,5 @@
-"""OpenCL kernels: MatMul and Gemm on the packed, register-blocked GEMM; Einsum; Trilu."""
+"""OpenCL kernels: MatMul and Gemm on the packed, register-blocked GEMM; Einsum; Trilu; Det and
+portable.Inverse (one work-item per matrix)."""
 from __future__ import annotations
 
 import math
@@ -121,3 +122,134 @@ def trilu(ctx, inputs, outputs, attrs):
     k = 0 if given is None else int(np.asarray(host_value(given)).reshape(()))
     keep = trilu_mask(x.shape[-2], x.shape[-1], k, bool(attrs["upper"]))
     apply("Where", keep, x, x.dtype.type(0), out=outputs[0])
+
+
+# -- Det and Inverse -----------------------------------------------------------------------------
+# One work-item per matrix of the stack eliminates a contiguous scratch copy of it in global
+# memory with partial pivoting (the largest magnitude in the column below the diagonal), in the
+# compute dtype (float16 is upcast to float32 by the table). Meant for the small matrices
+# (covariances, transforms) these ops are used on: one matrix costs O(M^3) on one work-item.
+
+
+def _det_source(dtype) -> str:
+    c = ctype(dtype)
+    t = c.compute
+    return preamble([dtype]) + f"""
+__kernel void det(const int n, const int m, __global {t}* a, const int a_off,
+                  __global {c.storage}* y, const int y_off) {{
+  const int b = get_global_id(0);
+  if (b >= n) return;
+  __global {t}* w = a + a_off + (long)b * m * m;
+  {t} det = 1;
+  for (int k = 0; k < m; ++k) {{
+    int p = k;
+    {t} best = fabs(w[k * m + k]);
+    for (int i = k + 1; i < m; ++i) {{
+      const {t} v = fabs(w[i * m + k]);
+      if (v > best) {{ best = v; p = i; }}
+    }}
+    if (best == 0) {{ det = 0; break; }}  /* singular: LU would divide by zero */
+    if (p != k) {{
+      for (int j = k; j < m; ++j) {{
+        const {t} s = w[k * m + j]; w[k * m + j] = w[p * m + j]; w[p * m + j] = s;
+      }}
+      det = -det;
+    }}
+    const {t} pivot = w[k * m + k];
+    det *= pivot;
+    for (int i = k + 1; i < m; ++i) {{
+      const {t} f = w[i * m + k] / pivot;
+      for (int j = k + 1; j < m; ++j) w[i * m + j] -= f * w[k * m + j];
+    }}
+  }}
+  {c.store("y", "y_off + b", "det")};
+}}
+"""
+
+
+def _inverse_source(dtype) -> str:
+    c = ctype(dtype)
+    t = c.compute
+    return preamble([dtype]) + f"""
+__kernel void inverse(const int n, const int m, __global {t}* a, const int a_off,
+                      __global {t}* y, const int y_off) {{
+  const int b = get_global_id(0);
+  if (b >= n) return;
+  __global {t}* w = a + a_off + (long)b * m * m;
+  __global {t}* v = y + y_off + (long)b * m * m;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < m; ++j) v[i * m + j] = (i == j) ? 1 : 0;
+  /* Gauss-Jordan on [w | v]: w becomes the identity, v the inverse */
+  for (int k = 0; k < m; ++k) {{
+    int p = k;
+    {t} best = fabs(w[k * m + k]);
+    for (int i = k + 1; i < m; ++i) {{
+      const {t} s = fabs(w[i * m + k]);
+      if (s > best) {{ best = s; p = i; }}
+    }}
+    if (p != k) {{
+      for (int j = k; j < m; ++j) {{
+        const {t} s = w[k * m + j]; w[k * m + j] = w[p * m + j]; w[p * m + j] = s;
+      }}
+      for (int j = 0; j < m; ++j) {{
+        const {t} s = v[k * m + j]; v[k * m + j] = v[p * m + j]; v[p * m + j] = s;
+      }}
+    }}
+    const {t} r = 1 / w[k * m + k];  /* a singular matrix gives inf / nan */
+    for (int j = k + 1; j < m; ++j) w[k * m + j] *= r;
+    for (int j = 0; j < m; ++j) v[k * m + j] *= r;
+    for (int i = 0; i < m; ++i) {{
+      if (i == k) continue;
+      const {t} f = w[i * m + k];
+      if (f == 0) continue;
+      for (int j = k + 1; j < m; ++j) w[i * m + j] -= f * w[k * m + j];
+      for (int j = 0; j < m; ++j) v[i * m + j] -= f * v[k * m + j];
+    }}
+  }}
+}}
+"""
+
+
+def _stack(x) -> tuple[int, int]:
+    """(number of matrices, M) of a stack of square matrices (..., M, M)."""
+    m = x.shape[-1]
+    return math.prod(x.shape[:-2]), m
+
+
+@kernel("Det")
+def det(ctx, inputs, outputs, attrs):
+    x, out = inputs[0], outputs[0]
+    count, m = _stack(x)
+    if not count:
+        return
+    if m == 0:  # the empty product
+        out.fill(1)
+        return
+    runtime = out.runtime
+    scratch = x.copy()  # eliminated in place
+    target = out if out.is_contiguous else empty(runtime, out.shape, out.dtype)
+    kern = runtime.kernel(_det_source(out.dtype), "det")
+    runtime.launch1d(kern, count, np.int32(count), np.int32(m), scratch.buffer,
+                     np.int32(scratch.offset), target.buffer,
+                     np.int32(target.offset))
+    if target is not out:
+        assign(out, target)
+
+
+@kernel("portable.Inverse")
+def inverse(ctx, inputs, outputs, attrs):
+    """Gauss-Jordan elimination with partial pivoting. Unlike the NumPy kernel, a singular
+    matrix is not refused (the device cannot raise): its inverse comes out inf or nan."""
+    x, out = inputs[0], outputs[0]
+    count, m = _stack(x)
+    if not count or not m:
+        return
+    runtime = out.runtime
+    scratch = x.copy()
+    target = out if out.is_contiguous else empty(runtime, out.shape, out.dtype)
+    kern = runtime.kernel(_inverse_source(out.dtype), "inverse")
+    runtime.launch1d(kern, count, np.int32(count), np.int32(m), scratch.buffer,
+                     np.int32(scratch.offset), target.buffer,
+                     np.int32(target.offset))
+    if target is not out:
+        assign(out, target)

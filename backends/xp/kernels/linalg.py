@@ -1,7 +1,10 @@
 """NumPy kernels: linear algebra."""
 from __future__ import annotations
 
+import numpy as np
+
 from portable.backend import kernel_table
+from portable.errors import OpError
 
 kernels, kernel = kernel_table()
 
@@ -37,3 +40,23 @@ def trilu(ctx, inputs, outputs, attrs):
     k = int(ctx.backend.to_numpy(inputs[1])) if len(inputs) > 1 and inputs[1] is not None else 0
     keep = (ctx.xp.triu if attrs["upper"] else ctx.xp.tril)
     outputs[0][...] = keep(inputs[0], k)
+
+
+def _lapack_input(xp, x):
+    # LAPACK has no float16: compute in float32 and round the result back on the store
+    return x.astype(xp.float32) if x.dtype == xp.float16 else x
+
+
+@kernel("Det")
+def det(ctx, inputs, outputs, attrs):
+    outputs[0][...] = ctx.xp.linalg.det(_lapack_input(ctx.xp, inputs[0]))
+
+
+@kernel("portable.Inverse")
+def inverse(ctx, inputs, outputs, attrs):
+    xp = ctx.xp
+    try:
+        outputs[0][...] = xp.linalg.inv(_lapack_input(xp, inputs[0]))
+    except np.linalg.LinAlgError as exc:  # MXNet refuses a singular matrix as well
+        raise OpError(f"portable.Inverse: a matrix of the stack of shape {inputs[0].shape} is "
+                      f"singular ({exc})") from None

@@ -1,9 +1,11 @@
-"""Convolution and pooling layers (MXNet 1.x ``gluon.nn``), channels-first layouts.
+"""Convolution and pooling layers (MXNet 1.x ``gluon.nn``), channels first or last.
 
 ``Conv1D/2D/3D`` and ``Conv1D/2D/3DTranspose`` map to the ONNX Conv and ConvTranspose ops with
 MXNet's weight layouts ((channels, in_channels / groups, *kernel) and (in_channels,
 channels / groups, *kernel)) and symmetric ``padding``; the pools map to MaxPool, AveragePool
-(``count_include_pad=True`` by default, as in MXNet) and the global pools.
+(``count_include_pad=True`` by default, as in MXNet) and the global pools. Channels-last
+layouts (``NWC``, ``NHWC``, ``NDHWC``) keep MXNet's channels-last weight layout
+((channels, *kernel, in_channels / groups)) and run the same ops between transposes.
 
 Example:
     >>> import portable as pt
@@ -20,6 +22,7 @@ from portable.gluon.block import HybridBlock
 from portable.gluon.nn.basic_layers import Activation
 
 _LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
+_LAST = {1: "NWC", 2: "NHWC", 3: "NDHWC"}
 
 
 def _tuple(value: Any, rank: int, what: str) -> tuple[int, ...]:
@@ -31,10 +34,22 @@ def _tuple(value: Any, rank: int, what: str) -> tuple[int, ...]:
     return value
 
 
-def _check_layout(layout: str, rank: int) -> None:
-    if layout != _LAYOUTS[rank]:
+def _check_layout(layout: str, rank: int) -> bool:
+    """Whether ``layout`` is channels last (else it must be channels first)."""
+    if layout not in (_LAYOUTS[rank], _LAST[rank]):
         raise PortableError(f"layout {layout!r} is not supported; use {_LAYOUTS[rank]!r} "
-                            f"(channels first)")
+                            f"or {_LAST[rank]!r}")
+    return layout == _LAST[rank]
+
+
+def _to_first(F: Any, x: Any, rank: int) -> Any:  # noqa: N803 - Gluon's F
+    """(N, *spatial, C) -> (N, C, *spatial)."""
+    return F.transpose(x, perm=[0, rank + 1] + list(range(1, rank + 1)))
+
+
+def _to_last(F: Any, x: Any, rank: int) -> Any:  # noqa: N803
+    """(N, C, *spatial) -> (N, *spatial, C)."""
+    return F.transpose(x, perm=[0] + list(range(2, rank + 2)) + [1])
 
 
 class _Conv(HybridBlock):
@@ -46,7 +61,7 @@ class _Conv(HybridBlock):
                  transpose: bool = False, output_padding: Any = 0, dtype: Any = "float32",
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        _check_layout(layout, rank)
+        self._last, self._rank = _check_layout(layout, rank), rank
         self._channels, self._groups, self._transpose = channels, groups, transpose
         self._kernel = _tuple(kernel_size, rank, "kernel_size")
         pads = _tuple(padding, rank, "padding")
@@ -70,11 +85,15 @@ class _Conv(HybridBlock):
 
     def _weight_shape(self, in_channels: int) -> tuple[int, ...]:
         if self._transpose:
-            return (in_channels, self._channels // self._groups) + self._kernel
-        return (self._channels, in_channels // self._groups if in_channels else 0) + self._kernel
+            pair = (in_channels, self._channels // self._groups)
+        else:
+            pair = (self._channels, in_channels // self._groups if in_channels else 0)
+        if self._last:  # MXNet's channels-last weights: (out, *kernel, in)
+            return (pair[0],) + self._kernel + (pair[1],)
+        return pair + self._kernel
 
     def infer_shape(self, x: Any, *args: Any) -> None:
-        in_channels = x.shape[1]
+        in_channels = x.shape[-1] if self._last else x.shape[1]
         if in_channels % self._groups:
             raise PortableError(f"{self.name}: {in_channels} input channels are not divisible "
                                 f"by groups={self._groups}")
@@ -82,12 +101,15 @@ class _Conv(HybridBlock):
 
     def hybrid_forward(self, F: Any, x: Any, weight: Any, bias: Any = None) -> Any:
         op = F.conv_transpose if self._transpose else F.conv
+        if self._last:
+            x, weight = _to_first(F, x, self._rank), _to_first(F, weight, self._rank)
         out = op(x, weight, bias, **self._attrs)
+        out = _to_last(F, out, self._rank) if self._last else out
         return self.act(out) if self.act is not None else out
 
     def __repr__(self) -> str:
         shape = self.weight.shape
-        inputs = shape[0] if self._transpose else shape[1] * self._groups
+        inputs = shape[0] if self._transpose else shape[-1 if self._last else 1] * self._groups
         return (f"{type(self).__name__}({inputs or None} -> {self._channels}, "
                 f"kernel_size={self._kernel}, stride={tuple(self._attrs['strides'])})")
 
@@ -132,7 +154,7 @@ class _Pooling(HybridBlock):
                  count_include_pad: bool = True, global_pool: bool = False,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        _check_layout(layout or _LAYOUTS[rank], rank)
+        self._last, self._rank = _check_layout(layout or _LAYOUTS[rank], rank), rank
         self._pool_type, self._global = pool_type, global_pool
         kernel = _tuple(pool_size, rank, "pool_size")
         pads = _tuple(padding, rank, "padding")
@@ -147,6 +169,11 @@ class _Pooling(HybridBlock):
         return "pool"
 
     def hybrid_forward(self, F: Any, x: Any) -> Any:
+        if self._last:
+            return _to_last(F, self._pool(F, _to_first(F, x, self._rank)), self._rank)
+        return self._pool(F, x)
+
+    def _pool(self, F: Any, x: Any) -> Any:  # noqa: N803
         if self._global:
             return F.global_max_pool(x) if self._pool_type == "max" else \
                 F.global_average_pool(x)
