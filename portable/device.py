@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -93,11 +94,28 @@ def null(device_id: int = 0) -> Device:
     return Device("null", device_id)
 
 
+# The device of arrays made with no device named: the CPU, or the one ``with mx.Context(...)``
+# (portable.context) makes current in this thread.
+_default = threading.local()
+
+
+def default_device() -> Device:
+    """The device ``as_device(None)`` gives in this thread (the CPU unless changed)."""
+    return getattr(_default, "device", None) or cpu()
+
+
+def set_default_device(device: "Device | None") -> "Device | None":
+    """Make ``device`` this thread's default (None: the CPU); returns the previous setting."""
+    previous = getattr(_default, "device", None)
+    _default.device = device
+    return previous
+
+
 def as_device(spec: "Device | str | None") -> Device:
-    """Accept a Device, ``None`` (the CPU) or a string like ``"cpu"``, ``"opencl:1"``,
-    ``"cuda(0)"``."""
+    """Accept a Device, ``None`` (the default device: the CPU unless a ``with mx.Context``
+    block names another) or a string like ``"cpu"``, ``"opencl:1"``, ``"cuda(0)"``."""
     if spec is None:
-        return cpu()
+        return default_device()
     if isinstance(spec, Device):
         return spec
     text = str(spec).strip().lower().replace("(", ":").rstrip(")")

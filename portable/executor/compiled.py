@@ -37,7 +37,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from portable import random
+from portable import profiler, random
 from portable.backend import KernelContext
 from portable.device import Device
 from portable.errors import BindError, MemoryBudgetError, PortableError, ShapeError
@@ -264,6 +264,7 @@ class CompiledGraph:
             ctx.node = node
             inputs = [env[name] if name else None for name in node.inputs]
             outputs = [env[name] if name else None for name in node.outputs]
+            started = profiler.op_started()
             try:
                 step.kernel(ctx, inputs, outputs, step.attrs)
             except PortableError:
@@ -274,6 +275,8 @@ class CompiledGraph:
                 raise ShapeError(f"node {node.name!r} (op {node.op}) failed on device "
                                  f"{self.device} with input shapes [{shapes}]: "
                                  f"{type(exc).__name__}: {exc}") from exc
+            if started:
+                profiler.op_finished(node.op, started)
 
     def run(self, feeds: Mapping[str, Any]) -> list[Any]:
         """Run the whole plan on device arrays ``feeds`` (by input name); returns the outputs.

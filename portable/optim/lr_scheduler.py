@@ -17,7 +17,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 from portable.errors import PortableError
 
@@ -40,6 +40,9 @@ class LRScheduler:
         if warmup_mode not in ("linear", "constant"):
             raise PortableError(f"warmup_mode must be 'linear' or 'constant', got "
                                 f"{warmup_mode!r}")
+        if warmup_begin_lr > base_lr:
+            raise PortableError(f"warmup_begin_lr ({warmup_begin_lr}) must not exceed base_lr "
+                                f"({base_lr})")
         self.base_lr = float(base_lr)
         self.warmup_steps = int(warmup_steps)
         self.warmup_begin_lr = float(warmup_begin_lr)
@@ -87,8 +90,9 @@ class FactorScheduler(LRScheduler):
     """
 
     def __init__(self, step: int, factor: float = 1.0, stop_factor_lr: float = 1e-8,
-                 **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+                 base_lr: float = 0.01, warmup_steps: int = 0, warmup_begin_lr: float = 0.0,
+                 warmup_mode: str = "linear") -> None:
+        super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
         if step < 1:
             raise PortableError(f"FactorScheduler step must be >= 1, got {step}")
         if factor > 1.0:
@@ -111,8 +115,13 @@ class MultiFactorScheduler(LRScheduler):
         factor: the multiplier.
     """
 
-    def __init__(self, step: Sequence[int], factor: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, step: Sequence[int], factor: float = 1.0, base_lr: float = 0.01,
+                 warmup_steps: int = 0, warmup_begin_lr: float = 0.0,
+                 warmup_mode: str = "linear") -> None:
+        super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
+        if factor > 1.0:
+            raise PortableError(f"MultiFactorScheduler factor must be <= 1 to decay, got "
+                                f"{factor}")
         steps = [int(s) for s in step]
         if not steps or any(b <= a for a, b in zip(steps, steps[1:])) or steps[0] < 1:
             raise PortableError(f"MultiFactorScheduler steps must be increasing and >= 1, "
@@ -130,9 +139,10 @@ class MultiFactorScheduler(LRScheduler):
 class PolyScheduler(LRScheduler):
     """Polynomial decay from ``base_lr`` to ``final_lr`` over ``max_update`` updates."""
 
-    def __init__(self, max_update: int, pwr: float = 2.0, final_lr: float = 0.0,
-                 **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, max_update: int, base_lr: float = 0.01, pwr: float = 2.0,
+                 final_lr: float = 0.0, warmup_steps: int = 0, warmup_begin_lr: float = 0.0,
+                 warmup_mode: str = "linear") -> None:
+        super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
         _check_max_update(max_update, self.warmup_steps)
         self.max_update, self.power, self.final_lr = int(max_update), float(pwr), float(final_lr)
 
@@ -150,8 +160,10 @@ class PolyScheduler(LRScheduler):
 class CosineScheduler(LRScheduler):
     """Cosine decay from ``base_lr`` to ``final_lr`` over ``max_update`` updates."""
 
-    def __init__(self, max_update: int, final_lr: float = 0.0, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, max_update: int, base_lr: float = 0.01, final_lr: float = 0.0,
+                 warmup_steps: int = 0, warmup_begin_lr: float = 0.0,
+                 warmup_mode: str = "linear") -> None:
+        super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
         _check_max_update(max_update, self.warmup_steps)
         self.max_update, self.final_lr = int(max_update), float(final_lr)
 

@@ -32,7 +32,7 @@ def FullyConnected(data: Symbol, num_hidden: int, no_bias: bool = False,  # noqa
                    flatten: bool = True, weight: Symbol | None = None,
                    bias: Symbol | None = None, name: str | None = None) -> Symbol:
     """``y = flatten(x) @ weight.T + bias`` (a Gemm with transB=1)."""
-    name = name or auto_name("fullyconnected")
+    name = auto_name("fullyconnected", name)  # with the mx.name.Prefix in force
     if flatten:
         data = apply_op("Flatten", [data], name=f"{name}_flatten", axis=1)
     weight = weight or _param(f"{name}_weight", "dense_weight", data, units=num_hidden,
@@ -48,7 +48,7 @@ def Convolution(data: Symbol, kernel: Sequence[int], num_filter: int,  # noqa: N
                 no_bias: bool = False, weight: Symbol | None = None,
                 bias: Symbol | None = None, name: str | None = None) -> Symbol:
     """N-d convolution with MXNet's arguments (symmetric ``pad``)."""
-    name = name or auto_name("convolution")
+    name = auto_name("convolution", name)  # with the mx.name.Prefix in force
     kernel = [int(k) for k in kernel]
     rank = len(kernel)
     weight = weight or _param(f"{name}_weight", "conv_weight", data, filters=num_filter,
@@ -71,7 +71,7 @@ def Activation(data: Symbol, act_type: str, name: str | None = None) -> Symbol: 
         op = _ACTIVATIONS[act_type]
     except KeyError:
         raise ValueError(f"unknown act_type {act_type!r}; use one of {sorted(_ACTIVATIONS)}")
-    return apply_op(op, [data], name=name)
+    return apply_op(op, [data], name=auto_name("activation", name))
 
 
 def Pooling(data: Symbol, kernel: Sequence[int] = (1, 1), pool_type: str = "max",  # noqa: N802
@@ -80,6 +80,7 @@ def Pooling(data: Symbol, kernel: Sequence[int] = (1, 1), pool_type: str = "max"
     """Max or average pooling (``global_pool`` pools over all spatial positions)."""
     if pool_type not in ("max", "avg"):
         raise ValueError(f"pool_type must be 'max' or 'avg', got {pool_type!r}")
+    name = auto_name("pooling", name)
     if global_pool:
         op = "GlobalMaxPool" if pool_type == "max" else "GlobalAveragePool"
         return apply_op(op, [data], name=name)
@@ -94,7 +95,7 @@ def Pooling(data: Symbol, kernel: Sequence[int] = (1, 1), pool_type: str = "max"
 def BatchNorm(data: Symbol, eps: float = 1e-3, momentum: float = 0.9,  # noqa: N802
               name: str | None = None) -> Symbol:
     """Batch normalisation over axis 1 with learned gamma/beta and moving statistics."""
-    name = name or auto_name("batchnorm")
+    name = auto_name("batchnorm", name)  # with the mx.name.Prefix in force
     params = [_param(f"{name}_{suffix}", "channels", data)
               for suffix in ("gamma", "beta", "moving_mean", "moving_var")]
     return apply_op("BatchNormalization", [data, *params], name=name, epsilon=eps,
@@ -102,13 +103,13 @@ def BatchNorm(data: Symbol, eps: float = 1e-3, momentum: float = 0.9,  # noqa: N
 
 
 def Flatten(data: Symbol, name: str | None = None) -> Symbol:  # noqa: N802
-    return apply_op("Flatten", [data], name=name, axis=1)
+    return apply_op("Flatten", [data], name=auto_name("flatten", name), axis=1)
 
 
 def Dropout(data: Symbol, p: float = 0.5, name: str | None = None) -> Symbol:  # noqa: N802
     from portable.symbol.ops import constant
 
-    return apply_op("Dropout", [data, constant(p)], name=name)
+    return apply_op("Dropout", [data, constant(p)], name=auto_name("dropout", name))
 
 
 def SoftmaxCrossEntropy(data: Symbol, label: Symbol,  # noqa: N802

@@ -4,10 +4,10 @@ names, and a topological walk. ``Symbol`` (``symbol.py``) wraps a list of entrie
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from portable import name as naming
 from portable.errors import GraphError
 
 
@@ -37,14 +37,10 @@ class SymNode:
         return f"{self.name}_output" if self.num_outputs == 1 else f"{self.name}_output{index}"
 
 
-_name_counters: dict[str, itertools.count] = {}
-
-
-def auto_name(op: str) -> str:
-    """MXNet-style automatic names: ``fullyconnected0``, ``fullyconnected1``..."""
-    key = op.rsplit(".", 1)[-1].lower()
-    counter = _name_counters.setdefault(key, itertools.count())
-    return f"{key}{next(counter)}"
+def auto_name(op: str, name: str | None = None) -> str:
+    """A node's name from the active ``portable.name`` manager: ``name`` if given (with the
+    ``Prefix`` in force), else MXNet-style ``fullyconnected0``, ``fullyconnected1``..."""
+    return naming.current().get(name, op.rsplit(".", 1)[-1].lower())
 
 
 def topo_nodes(entries: Iterable[tuple[SymNode, int]]) -> list[SymNode]:
