@@ -38,6 +38,8 @@ from portable.gluon.parameter_dict import (ParameterDict, load_into, load_parame
                                            save_parameter_file, spread_shared)
 from portable.gluon.utils import flatten
 from portable.io.exporters import get_exporter
+from portable.numpy.mode import is_np_array
+from portable.numpy.multiarray import as_np
 
 _name_counters: dict[str, int] = {}
 _name_lock = threading.Lock()
@@ -258,12 +260,15 @@ class Block:
     reset_ctx = reset_device
 
     # -- saving and loading ----------------------------------------------------------------
-    def save_parameters(self, filename: str, deduplicate: bool = False) -> None:
+    def save_parameters(self, filename: str, deduplicate: bool = False,
+                        format: str = "safetensors") -> None:
         """Save the parameters under their structural names (``0.weight``) as safetensors.
 
         Args:
             filename: the target file (written atomically).
             deduplicate: save a parameter shared by several blocks once, under its first name.
+            format: ``"safetensors"``, or ``"mxnet"`` for MXNet's binary NDArray format (the
+                file MXNet 1.x's ``save_parameters`` writes, byte for byte).
         """
         arrays, seen = {}, set()
         for name, param in self._collect_params_with_prefix().items():
@@ -271,14 +276,15 @@ class Block:
                 continue
             seen.add(id(param))
             arrays[name] = param._reduce()
-        save_parameter_file(filename, arrays)
+        save_parameter_file(filename, arrays, format)
 
     def load_parameters(self, filename: str, device: Any = None, allow_missing: bool = False,
                         ignore_extra: bool = False, cast_dtype: bool = False,
                         dtype_source: str = "current", ctx: Any = None) -> None:
         """Load parameters saved by ``save_parameters`` (or prefixed names, see the module
-        docstring). Missing, extra, mis-shaped or mistyped parameters (all checked before any
-        is set), two values for one shared parameter, and unreadable files raise
+        docstring), from safetensors or MXNet's binary NDArray format. Missing, extra,
+        mis-shaped or mistyped parameters (all checked before any is set), two values for one
+        shared parameter, and unreadable files raise
         SerializationError naming the file and the parameter."""
         device = device if device is not None else ctx
         loaded = load_parameter_file(filename)
@@ -304,6 +310,8 @@ class Block:
         for hook in self._forward_pre_hooks.values():
             hook(self, args)
         out = self.forward(*args)
+        if is_np_array():  # MXNet's NumPy mode (npx.set_np): blocks hand out mx.np arrays
+            out = as_np(out)
         for hook in self._forward_hooks.values():
             hook(self, args, out)
         return out

@@ -29,6 +29,8 @@ from portable import initializer as _init
 from portable.device import Device, as_device
 from portable.errors import PortableError, SerializationError, ShapeError
 from portable.gluon.utils import as_device_list
+from portable.numpy.mode import is_np_array
+from portable.numpy.multiarray import as_np
 
 GRAD_REQS = ("write", "add", "null")
 
@@ -267,7 +269,8 @@ class Parameter:
 
     def data(self, device: Any = None, ctx: Any = None) -> Any:
         """The NDArray on ``device`` (default: the first device it lives on)."""
-        return self._select(self._data, device if device is not None else ctx, "data")
+        data = self._select(self._data, device if device is not None else ctx, "data")
+        return as_np(data) if is_np_array() else data  # (mx.np arrays in NumPy mode)
 
     def list_data(self) -> list:
         """The NDArrays on every device, in the order of ``list_device()``."""
@@ -280,7 +283,8 @@ class Parameter:
         if self._data is not None and self._grad is None:
             raise PortableError(f"cannot get the gradient of Parameter {self.name!r}: its "
                                 f"grad_req is 'null'")
-        return self._select(self._grad, device if device is not None else ctx, "gradient")
+        grad = self._select(self._grad, device if device is not None else ctx, "gradient")
+        return as_np(grad) if is_np_array() else grad
 
     def list_grad(self) -> list:
         if self._data is not None and self._grad is None:

@@ -163,6 +163,12 @@ class NDArray:
     def detach(self) -> "NDArray":
         return NDArray(self._data, self._device, var=self._var)
 
+    def as_np_ndarray(self) -> Any:
+        """This array as an ``mx.np.ndarray`` (NumPy semantics), sharing its storage: the
+        NumPy layer, built on this one, installs it when ``mx.np`` is first used."""
+        raise AttributeError("as_np_ndarray needs MXNet's NumPy interface: use mx.np (import "
+                             "portable.numpy) before converting")
+
 
 def _from_host(host: np.ndarray, device: Device) -> NDArray:
     out = NDArray(device.backend.from_numpy(host), device)
