@@ -25,12 +25,15 @@ from portable.engine.threaded import ThreadedEngine
 from portable.errors import EngineError
 
 __all__ = ["INLINE", "Engine", "NaiveEngine", "PendingOp", "ThreadedEngine", "Var", "get_engine",
-           "set_engine", "use_engine"]
+           "set_engine", "thread_engine", "use_engine"]
 
 ENGINES: dict[str, type[Engine]] = {"threaded": ThreadedEngine, "naive": NaiveEngine}
 
 _engine: Engine | None = None
 _engine_lock = threading.Lock()
+# A thread's own engine while code that an engine op calls back runs on it (a custom operator's
+# forward, which may wait on arrays: waiting inside an op of the process-wide engine could not end).
+_thread = threading.local()
 
 
 def _create(name: str) -> Engine:
@@ -55,7 +58,7 @@ def get_engine() -> Engine:
         >>> get_engine() is get_engine()
         True
     """
-    engine = _engine
+    engine = getattr(_thread, "engine", None) or _engine
     if engine is None:
         with _engine_lock:
             engine = _engine
@@ -90,6 +93,23 @@ def set_engine(engine: Engine | None) -> Engine | None:
         raise EngineError(f"set_engine expects an Engine or None, got {type(engine).__name__}")
     with _engine_lock:
         return _set(engine)
+
+
+@contextmanager
+def thread_engine(engine: Engine) -> Iterator[Engine]:
+    """Make ``engine`` the calling thread's engine for the block (other threads keep theirs).
+
+    Example:
+        >>> with thread_engine(NaiveEngine()) as eng:
+        ...     get_engine() is eng
+        True
+    """
+    previous = getattr(_thread, "engine", None)
+    _thread.engine = engine
+    try:
+        yield engine
+    finally:
+        _thread.engine = previous
 
 
 @contextmanager
