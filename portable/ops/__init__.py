@@ -6,6 +6,8 @@ from portable.ops import conv, elementwise, linalg, loss, movement, nn, reduce, 
 from portable.ops import (bitwise, indexing, layout, optim, quantize, resize,  # noqa: F401
                           unary_math)
 from portable.ops import fused  # noqa: F401  (after the families whose ops it combines)
+from portable.ops import custom  # noqa: F401  (Python ops: mx.operator.CustomOp)
+from portable.ops import mxnet_outputs  # noqa: F401
 from portable.ops.registry import Attr, InferContext, OpDef, declare, get, ops
 
 __all__ = ["Attr", "InferContext", "OpDef", "declare", "get", "ops"]

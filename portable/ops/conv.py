@@ -17,7 +17,7 @@ import numpy as np
 
 from portable.ir.graph import TensorType
 from portable.ops.registry import Attr, declare
-from portable.ops.rules import require_float, same_dtype
+from portable.ops.rules import dtypes_of, require_float, same_dtype
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
@@ -379,7 +379,8 @@ def _average_pool_grad(g, dys):
 
 
 declare("MaxPool", inputs=("X",), outputs=("Y", "Indices?"), infer=_pool_infer,
-        onnx_since=22, attrs=_MAX_POOL_ATTRS, grad=_max_pool_grad)
+        onnx_since=22, attrs=_MAX_POOL_ATTRS, grad=_max_pool_grad,
+        dtype_rule=dtypes_of("data", np.int64))
 declare("AveragePool", inputs=("X",), outputs=("Y",), infer=_pool_infer, onnx_since=22,
         attrs=_AVERAGE_POOL_ATTRS, grad=_average_pool_grad)
 declare("MaxPoolGrad", domain="portable", inputs=("dY", "X"), outputs=("dX",),

@@ -14,7 +14,7 @@ from portable.dtypes import ONNX_DTYPES, to_onnx
 from portable.ir.graph import TensorType
 from portable.ops.registry import Attr, declare
 from portable.ops.rules import (broadcast_elementwise, broadcast_shapes, broadcast_to_bool,
-                                require_float, same_as_input, same_dtype)
+                                dtypes_of, require_float, same_as_input, same_dtype)
 
 # -- shared type rules and gradient helpers ------------------------------------------------------
 
@@ -131,7 +131,8 @@ def _pow_grad(g, dys):
 
 
 declare("Pow", inputs=("X", "Y"), outputs=("Z",), infer=_pow_infer, onnx_since=15,
-        grad=_pow_grad, fusion="elementwise", inplace=((0, 0),))
+        grad=_pow_grad, fusion="elementwise", inplace=((0, 0),),
+        dtype_rule=dtypes_of("data", inputs=(0,)))  # the exponent may have another type
 
 # -- unary -------------------------------------------------------------------------------------
 
@@ -341,7 +342,8 @@ def _bool_binary(ctx):
     return broadcast_to_bool(ctx)
 
 
-_COMPARE = dict(inputs=("A", "B"), outputs=("C",), fusion="elementwise")
+_COMPARE = dict(inputs=("A", "B"), outputs=("C",), fusion="elementwise",
+                dtype_rule=dtypes_of(np.bool_))
 declare("Greater", onnx_since=13, infer=_ordered_compare, **_COMPARE)
 declare("Less", onnx_since=13, infer=_ordered_compare, **_COMPARE)
 declare("GreaterOrEqual", onnx_since=16, infer=_ordered_compare, **_COMPARE)
@@ -424,6 +426,12 @@ def _cast_infer(ctx):
     return [TensorType(ctx.shape(0), ONNX_DTYPES[to])]
 
 
+def _cast_dtype(ctx):
+    if ctx.attrs["to"] not in ONNX_DTYPES:
+        ctx.fail(f"attribute to={ctx.attrs['to']} is not a supported ONNX element type")
+    return [ONNX_DTYPES[ctx.attrs["to"]]]
+
+
 def _cast_grad(g, dys):
     (x,) = g.inputs
     if g.dtype(x).kind != "f":
@@ -433,7 +441,7 @@ def _cast_grad(g, dys):
 
 declare("Cast", inputs=("input",), outputs=("output",), infer=_cast_infer, onnx_since=21,
         attrs={"to": Attr("int"), "saturate": Attr("int", 1)}, grad=_cast_grad,
-        fusion="elementwise")
+        fusion="elementwise", dtype_rule=_cast_dtype)
 
 
 def _cast_like_grad(g, dys):
@@ -447,4 +455,4 @@ def _cast_like_grad(g, dys):
 declare("CastLike", inputs=("input", "target_type"), outputs=("output",),
         infer=lambda ctx: [TensorType(ctx.shape(0), ctx.dtype(1))], onnx_since=21,
         attrs={"saturate": Attr("int", 1)}, grad=_cast_like_grad, nondiff_inputs=(1,),
-        ignored_inputs=(1,))
+        ignored_inputs=(1,), dtype_rule=dtypes_of(1, inputs=()))

@@ -20,7 +20,8 @@ import json
 from typing import Any
 
 from portable.ir.graph import Node
-from portable.ops.registry import Attr, InferContext, OpDef, declare, get
+from portable.ops.registry import (Attr, DtypeContext, InferContext, OpDef, declare, get,
+                                   infer_dtypes)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -70,8 +71,25 @@ def _fused_elementwise_infer(ctx: InferContext):
     return [previous]
 
 
+def _fused_elementwise_dtype(ctx: DtypeContext):
+    """The steps' own dtype rules in order; every step keeps the chain's one dtype."""
+    previous = None
+    for index, (op_name, refs, attrs) in enumerate(parse_body(ctx.attrs["body"])):
+        op = get(op_name, node=ctx.node)
+        node = step_node(op_name, tuple(f"{ctx.node.name}/{index}.{i}" for i in range(len(refs))),
+                         dict(attrs), f"{ctx.node.name}/{op_name}{index}")
+        step = DtypeContext(node, op, [previous if r == -1 else ctx.inputs[r] for r in refs],
+                            [None])
+        previous = infer_dtypes(op, step)[0]
+        for r, dtype in zip(refs, step.inputs):  # a step may type an input not known yet
+            if r >= 0 and ctx.inputs[r] is None:
+                ctx.inputs[r] = dtype
+    return [previous]
+
+
 declare("FusedElementwise", domain="portable", inputs=("inputs*",), outputs=("Y",),
         infer=_fused_elementwise_infer, attrs={"body": Attr("string")}, inplace=((0, 0),),
+        dtype_rule=_fused_elementwise_dtype,
         doc="A chain of elementwise ops evaluated into the output buffer.")
 
 
@@ -117,14 +135,30 @@ def _fused_infer(base_name: str):
     return infer
 
 
+def _fused_dtype(base_name: str):
+    def rule(ctx: DtypeContext):
+        base = get(base_name)
+        own, activation, act_attrs = split_attrs(base, dict(ctx.node.attrs))
+        node = Node(base_name, ctx.node.inputs, ctx.node.outputs, own, ctx.node.name)
+        step = DtypeContext(node, base, ctx.inputs, ctx.outputs)
+        dtypes = infer_dtypes(base, step)
+        ctx.inputs[:] = step.inputs
+        if activation:
+            act = get(activation, node=ctx.node)
+            act_node = Node(activation, ("x",), ("y",), act_attrs, f"{ctx.node.name}/act")
+            dtypes = infer_dtypes(act, DtypeContext(act_node, act, dtypes[:1], [None]))
+        return dtypes
+    return rule
+
+
 def _fused_attrs(base_name: str) -> dict:
     return {**get(base_name).attrs, "activation": Attr("string", ""),
             "activation_attrs": Attr("string", "{}")}
 
 
 declare("FusedConv", domain="portable", inputs=("X", "W", "B?"), outputs=("Y",),
-        infer=_fused_infer("Conv"), attrs=_fused_attrs("Conv"),
+        infer=_fused_infer("Conv"), attrs=_fused_attrs("Conv"), dtype_rule=_fused_dtype("Conv"),
         doc="Conv with bias, then an optional activation applied in place.")
 declare("FusedGemm", domain="portable", inputs=("A", "B", "C?"), outputs=("Y",),
-        infer=_fused_infer("Gemm"), attrs=_fused_attrs("Gemm"),
+        infer=_fused_infer("Gemm"), attrs=_fused_attrs("Gemm"), dtype_rule=_fused_dtype("Gemm"),
         doc="Gemm, then an optional activation applied in place.")

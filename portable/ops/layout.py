@@ -9,7 +9,7 @@ import numpy as np
 
 from portable.ir.graph import TensorType
 from portable.ops.registry import Attr, declare
-from portable.ops.rules import normalize_axis, require_float
+from portable.ops.rules import dtypes_of, normalize_axis, require_float
 
 
 def _size_fold(ctx):
@@ -17,7 +17,8 @@ def _size_fold(ctx):
 
 
 declare("Size", inputs=("data",), outputs=("size",), onnx_since=21, ignored_inputs=(0,),
-        infer=lambda ctx: [TensorType((), np.int64)], fold=_size_fold)
+        infer=lambda ctx: [TensorType((), np.int64)], fold=_size_fold,
+        dtype_rule=dtypes_of(np.int64, inputs=()))
 
 # -- DepthToSpace and SpaceToDepth -----------------------------------------------------------
 
@@ -116,4 +117,4 @@ def _one_hot_infer(ctx):
 # axis, off elsewhere (indices outside [-depth, depth) give a row of off); no gradient
 declare("OneHot", inputs=("indices", "depth", "values"), outputs=("output",),
         infer=_one_hot_infer, attrs={"axis": Attr("int", -1)}, onnx_since=11,
-        shape_inputs=(1,))
+        shape_inputs=(1,), dtype_rule=dtypes_of("data", inputs=(2,)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from portable.ir.graph import TensorType
 from portable.ops.registry import Attr, declare
-from portable.ops.rules import require_float
+from portable.ops.rules import dtypes_of, require_float
 
 REDUCTIONS = ("none", "sum", "mean")
 _ATTRS = {"reduction": Attr("string", "mean"), "ignore_index": Attr("int", None)}
@@ -82,6 +82,7 @@ def _sce_grad_infer(ctx):
 declare("SoftmaxCrossEntropyLossGrad", domain="portable",
         inputs=("d_output", "scores", "labels", "weights?", "d_log_prob?"),
         outputs=("d_scores",), infer=_sce_grad_infer, attrs=_ATTRS,
+        dtype_rule=dtypes_of("data", inputs=(0, 1, 3, 4)),
         doc="Gradient of SoftmaxCrossEntropyLoss w.r.t. scores, from the loss and the "
             "log_prob output gradients.")
 
@@ -114,4 +115,5 @@ def _nll_grad_infer(ctx):
 declare("NegativeLogLikelihoodLossGrad", domain="portable",
         inputs=("d_loss", "input", "target", "weight?"), outputs=("d_input",),
         infer=_nll_grad_infer, attrs=_ATTRS, ignored_inputs=(1,),
+        dtype_rule=dtypes_of("data", inputs=(0, 1, 3)),
         doc="Gradient of NegativeLogLikelihoodLoss w.r.t. input (input gives only the shape).")

@@ -14,7 +14,8 @@ import numpy as np
 
 from portable.ir.graph import TensorType
 from portable.ops.registry import Attr, declare
-from portable.ops.rules import broadcast_shapes, normalize_axes, normalize_axis, same_dtype
+from portable.ops.rules import (broadcast_shapes, dtypes_of, normalize_axes, normalize_axis,
+                                same_dtype)
 
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
@@ -527,7 +528,7 @@ def _shape_fold(ctx):
 
 declare("Shape", inputs=("data",), outputs=("shape",), infer=_shape_infer, fold=_shape_fold,
         attrs={"start": Attr("int", 0), "end": Attr("int", None)}, onnx_since=25,
-        ignored_inputs=(0,))
+        ignored_inputs=(0,), dtype_rule=dtypes_of(np.int64, inputs=()))
 
 
 def _constant_of_shape_infer(ctx):
@@ -551,7 +552,9 @@ def _constant_of_shape_fold(ctx):
 
 declare("ConstantOfShape", inputs=("input",), outputs=("output",),
         infer=_constant_of_shape_infer, fold=_constant_of_shape_fold,
-        attrs={"value": Attr("tensor", None)}, onnx_since=25)
+        attrs={"value": Attr("tensor", None)}, onnx_since=25,
+        dtype_rule=lambda ctx: [np.float32 if ctx.attrs["value"] is None
+                                else np.asarray(ctx.attrs["value"]).dtype])
 
 # Constant's value_* attributes and the dtype ONNX gives each.
 CONSTANT_DTYPES = {"value": None, "value_float": np.float32, "value_floats": np.float32,
@@ -582,7 +585,8 @@ def _constant_fold(ctx):
 
 declare("Constant", inputs=(), outputs=("output",), infer=_constant_infer,
         fold=_constant_fold, onnx_since=25,
-        attrs={key: Attr(kind, None) for key, kind in _CONSTANT_KINDS.items()})
+        attrs={key: Attr(kind, None) for key, kind in _CONSTANT_KINDS.items()},
+        dtype_rule=lambda ctx: [_checked(ctx, constant_value, ctx.attrs).dtype])
 
 # -- Range -----------------------------------------------------------------------------------
 

@@ -22,7 +22,8 @@ from portable.dtypes import ONNX_DTYPES
 from portable.errors import NotDifferentiableError, PortableError
 from portable.ir.graph import Node, TensorType
 from portable.ops.registry import Attr, declare
-from portable.ops.rules import broadcast_shapes, normalize_axis, require_float, same_as_input
+from portable.ops.rules import (broadcast_shapes, dtypes_of, normalize_axis, require_float,
+                                same_as_input)
 
 
 def _int64(values) -> np.ndarray:
@@ -61,6 +62,17 @@ def _batch_norm_infer(ctx):
     # Inference outputs only Y in ONNX; should a node ask for the running statistics anyway
     # (imperative calls name every output), they pass through unchanged.
     return [ctx.type(0), ctx.type(3), ctx.type(4)]
+
+
+def _batch_norm_dtype(ctx):
+    # MXNet's BatchNormType: parameters and statistics not known yet take the data's
+    # accumulation dtype (float32 for float16 data); the type rule accepts any float ones.
+    x = ctx.unify([0], [0])
+    if x is not None:
+        for i in range(1, 5):
+            if ctx.has(i) and ctx.inputs[i] is None:
+                ctx.inputs[i] = np.dtype(np.float32) if x == np.float16 else x
+    return [x, ctx.dtype(3), ctx.dtype(4)][:len(ctx.outputs)]
 
 
 def _batch_norm_training_mode(node: Node, training: bool) -> Node:
@@ -115,7 +127,7 @@ declare("BatchNormalization", inputs=("X", "scale", "B", "input_mean", "input_va
         outputs=("Y", "running_mean?", "running_var?"), infer=_batch_norm_infer,
         attrs={**_BATCH_NORM_ATTRS, "training_mode": Attr("int", 0)}, onnx_since=15,
         grad=_batch_norm_grad, inplace=((0, 0),), mutates=((1, 3), (2, 4)),
-        training_mode=_batch_norm_training_mode)
+        training_mode=_batch_norm_training_mode, dtype_rule=_batch_norm_dtype)
 
 
 def _batch_norm_grad_infer(ctx):
@@ -375,7 +387,7 @@ def _dropout_grad(g, dys):
 declare("Dropout", inputs=("data", "ratio?", "training_mode?"), outputs=("output", "mask?"),
         infer=_dropout_infer, attrs={"seed": Attr("int", None), "training_mode": Attr("int", 0)},
         onnx_since=22, grad=_dropout_grad, inplace=((0, 0),), nondiff_inputs=(1, 2),
-        random=True, training_mode=_dropout_training_mode)
+        random=True, training_mode=_dropout_training_mode, dtype_rule=dtypes_of("data", np.bool_))
 
 
 def _dropout_grad_infer(ctx):
@@ -386,7 +398,8 @@ def _dropout_grad_infer(ctx):
 
 declare("DropoutGrad", domain="portable", inputs=("dY", "mask", "ratio?", "training_mode?"),
         outputs=("dX",), infer=_dropout_grad_infer, attrs={"training_mode": Attr("int", 0)},
-        inplace=((0, 0),), doc="dX = dY * mask / (1 - ratio) in training mode, else dY.")
+        inplace=((0, 0),), dtype_rule=dtypes_of("data", inputs=(0,)),
+        doc="dX = dY * mask / (1 - ratio) in training mode, else dY.")
 
 # -- Softmax and LogSoftmax --------------------------------------------------------------------
 

@@ -99,9 +99,20 @@ def _quantize_infer(ctx):
     return [TensorType(shape, out)]
 
 
+def _dequantize_dtype(ctx):
+    return [ctx.dtype(1) if not ctx.attrs["output_dtype"] else _output_dtype(ctx, None)]
+
+
+def _quantize_dtype(ctx):
+    # the zero point's type, else output_dtype, else uint8 (the full rule checks they agree)
+    if ctx.has(2):
+        return [ctx.dtype(2)]
+    return [_output_dtype(ctx, np.dtype(np.uint8))]
+
+
 _LAYOUT = {"axis": Attr("int", 1), "block_size": Attr("int", 0), "output_dtype": Attr("int", 0)}
 declare("DequantizeLinear", inputs=("x", "x_scale", "x_zero_point?"), outputs=("y",),
-        infer=_dequantize_infer, attrs=_LAYOUT, onnx_since=25)
+        infer=_dequantize_infer, attrs=_LAYOUT, onnx_since=25, dtype_rule=_dequantize_dtype)
 declare("QuantizeLinear", inputs=("x", "y_scale", "y_zero_point?"), outputs=("y",),
-        infer=_quantize_infer, onnx_since=25,
+        infer=_quantize_infer, onnx_since=25, dtype_rule=_quantize_dtype,
         attrs={**_LAYOUT, "saturate": Attr("int", 1), "precision": Attr("int", 0)})

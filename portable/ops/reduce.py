@@ -9,7 +9,7 @@ import numpy as np
 from portable.dtypes import to_onnx
 from portable.ir.graph import TensorType
 from portable.ops.registry import Attr, declare
-from portable.ops.rules import normalize_axis
+from portable.ops.rules import dtypes_of, normalize_axis
 
 
 def reduced_axes(rank: int, axes: np.ndarray | None, noop_with_empty_axes: int) -> tuple[int, ...]:
@@ -197,7 +197,7 @@ def _arg_infer(ctx):
 
 ARG = dict(inputs=("data",), outputs=("reduced",), infer=_arg_infer, onnx_since=13,
            attrs={"axis": Attr("int", 0), "keepdims": Attr("int", 1),
-                  "select_last_index": Attr("int", 0)})
+                  "select_last_index": Attr("int", 0)}, dtype_rule=dtypes_of(np.int64, inputs=()))
 
 declare("ArgMax", **ARG)
 declare("ArgMin", **ARG)
@@ -233,7 +233,7 @@ def _topk_grad(g, dys):
 
 declare("TopK", inputs=("X", "K"), outputs=("Values", "Indices"), infer=_topk_infer,
         attrs={"axis": Attr("int", -1), "largest": Attr("int", 1), "sorted": Attr("int", 1)},
-        onnx_since=11, grad=_topk_grad, nondiff_inputs=(1,))
+        onnx_since=11, grad=_topk_grad, nondiff_inputs=(1,), dtype_rule=dtypes_of("data", np.int64))
 
 
 def topk_order_key(x: np.ndarray, largest: bool) -> np.ndarray:

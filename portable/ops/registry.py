@@ -23,10 +23,19 @@ Defaults of facets left out:
   computes them from input types alone (Shape).
 - ``random=False``: a random op is never constant-folded or merged by CSE.
 - ``training_mode=None``: behaves the same in training and inference.
+- ``decompose=None``: how the ONNX exporter writes the op if ONNX lacks it (a rule over the
+  gradient-rule interface, as ``exporters/onnx/decompositions.py`` holds for the rest); a rule
+  may also refuse with a message that names what the user wrote (a custom op's type).
 - ``runtime_attrs=()``: attributes that only kernels read, never the type rule (an optimizer
   step's learning rate and step count): they may change on every call, so imperative calls
   cache type inference without their values and backends pass them to compiled kernels as
   arguments rather than compiling them in.
+- ``dtype_rule=None``: the output dtypes without shapes (``Symbol.infer_type`` before shapes
+  are known), as MXNet's ElemwiseType: the data inputs (every input not listed in
+  ``nondiff_inputs``, ``ignored_inputs`` or ``shape_inputs``) and the outputs share one dtype,
+  and those not known yet (a layer's parameters) take it. An op whose outputs differ declares a
+  rule over a DtypeContext; ``tests/symbol/test_dtype_inference.py`` checks every op's rule
+  against its type rule on the op table's cases.
 - ``onnx``: ONNX ops are exported under their own name; private ops (domain ``portable``) are
   never exported as such.
 """
@@ -107,6 +116,8 @@ class OpDef:
     fold: Callable[["InferContext"], Sequence[np.ndarray | None]] | None = None
     training_mode: Callable[[Node, bool], Node] | None = None
     runtime_attrs: tuple[str, ...] = ()
+    decompose: Callable | None = None
+    dtype_rule: Callable[["DtypeContext"], Sequence[np.dtype | None]] | None = None
     doc: str = ""
 
     @property
@@ -236,6 +247,76 @@ class InferContext:
                            for i, t in enumerate(self.types))
         raise ShapeError(f"node {self.node.name!r} (op {self.op.name}): {message}; "
                          f"input types: [{shapes}]")
+
+
+class DtypeContext:
+    """What a dtype rule sees: the node, its resolved attributes and the dtypes known so far of
+    its inputs and outputs (None where not known yet). A rule returns one dtype (or None: not
+    known yet) per output, and may fill inputs not known yet (``unify``), as MXNet's
+    FInferType fills a layer's weights from its data.
+    """
+
+    def __init__(self, node: Node, op: OpDef, inputs: Sequence[np.dtype | None],
+                 outputs: Sequence[np.dtype | None]) -> None:
+        self.node = node
+        self.op = op
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.attrs = op.resolve_attrs(node)
+
+    def has(self, index: int) -> bool:
+        """Whether input ``index`` is given (its dtype may still be unknown)."""
+        return index < len(self.node.inputs) and bool(self.node.inputs[index])
+
+    def dtype(self, index: int) -> np.dtype | None:
+        return self.inputs[index] if self.has(index) else None
+
+    def data_inputs(self) -> list[int]:
+        """The inputs that share the data's dtype by default: all but shapes, axes, indices
+        (``nondiff_inputs``), inputs whose values are never read and shape inputs."""
+        skip = {*self.op.nondiff_inputs, *self.op.ignored_inputs, *self.op.shape_inputs}
+        return [i for i in range(len(self.inputs)) if self.has(i) and i not in skip]
+
+    def unify(self, indices: Sequence[int], outputs: Sequence[int] = ()) -> np.dtype | None:
+        """The one dtype of inputs ``indices`` and outputs ``outputs``; those not known yet
+        take it. Returns None while none is known.
+
+        Raises:
+            BindError: two of them are known with different dtypes.
+        """
+        known = [(f"input {self.op.input_name(i)!r} (#{i})", self.inputs[i]) for i in indices
+                 if self.has(i) and self.inputs[i] is not None]
+        known += [(f"output #{o}", self.outputs[o]) for o in outputs
+                  if o < len(self.outputs) and self.outputs[o] is not None]
+        if not known:
+            return None
+        dtype = known[0][1]
+        for where, other in known[1:]:
+            if other != dtype:
+                self.fail(f"{known[0][0]} is {dtype.name} but {where} is {other.name}; they "
+                          f"must share one dtype")
+        for i in indices:
+            if self.has(i) and self.inputs[i] is None:
+                self.inputs[i] = dtype
+        return dtype
+
+    def fail(self, message: str) -> None:
+        from portable.errors import BindError
+
+        raise BindError(f"node {self.node.name!r} (op {self.op.name}): {message}")
+
+
+def elementwise_dtypes(ctx: DtypeContext) -> list[np.dtype | None]:
+    """The default dtype rule (MXNet's ElemwiseType): the data inputs and every output share
+    one dtype."""
+    outputs = range(len(ctx.outputs))
+    return [ctx.unify(ctx.data_inputs(), outputs)] * len(ctx.outputs)
+
+
+def infer_dtypes(op: OpDef, ctx: DtypeContext) -> list[np.dtype | None]:
+    """Run ``op``'s dtype rule (or the default) on ``ctx``; returns the outputs' dtypes."""
+    result = list((op.dtype_rule or elementwise_dtypes)(ctx))
+    return [None if d is None else np.dtype(d) for d in result]
 
 
 ops: dict[str, OpDef] = {}

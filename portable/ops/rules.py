@@ -1,12 +1,12 @@
 """Shared type rules and helpers used by op declarations (ONNX broadcasting, axis handling)."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from portable.ir.graph import TensorType
-from portable.ops.registry import InferContext
+from portable.ops.registry import DtypeContext, InferContext
 from portable.shapes import broadcast_shape
 
 
@@ -62,3 +62,30 @@ def require_float(ctx: InferContext, index: int = 0) -> None:
     if ctx.dtype(index).kind != "f":
         ctx.fail(f"input {ctx.op.input_name(index)!r} must be floating point, "
                  f"got {ctx.dtype(index).name}")
+
+
+def dtypes_of(*outputs: Any, inputs: Sequence[int] | None = None):
+    """A dtype rule (``OpDef.dtype_rule``) for an op whose outputs do not all take the data's
+    dtype (the default rule).
+
+    Args:
+        *outputs: one per output: ``"data"`` (the one dtype of the shared inputs), an input
+            index (that input's dtype) or a dtype (fixed: ``np.int64``, ``np.bool_``).
+        inputs: the inputs that share one dtype (default: the data inputs, all but those in
+            ``nondiff_inputs``, ``ignored_inputs`` or ``shape_inputs``).
+
+    Returns:
+        The rule.
+
+    Example:
+        >>> rule = dtypes_of("data", np.int64)  # MaxPool: values, then int64 indices
+    """
+    specs = [s if isinstance(s, (str, int)) else np.dtype(s) for s in outputs]
+
+    def rule(ctx: DtypeContext) -> list[np.dtype | None]:
+        shared = ctx.data_inputs() if inputs is None else inputs
+        data = ctx.unify(shared, [o for o, s in enumerate(specs)
+                                  if isinstance(s, str) and o < len(ctx.outputs)])
+        return [data if isinstance(s, str) else ctx.dtype(s) if isinstance(s, int) else s
+                for s in specs[:len(ctx.outputs)]]
+    return rule

@@ -12,6 +12,7 @@ import numpy as np
 from portable.ir.graph import TensorType
 from portable.ops.elementwise import UNARY, numeric_unary
 from portable.ops.registry import Attr, declare
+from portable.ops.rules import dtypes_of
 
 
 def _factor(make):
@@ -127,7 +128,8 @@ def _float_test(ctx):
     return [TensorType(ctx.shape(0), np.bool_)]
 
 
-_TEST = dict(inputs=("X",), outputs=("Y",), infer=_float_test, fusion="elementwise")
+_TEST = dict(inputs=("X",), outputs=("Y",), infer=_float_test, fusion="elementwise",
+             dtype_rule=dtypes_of(np.bool_))
 declare("IsNaN", onnx_since=20, **_TEST)
 declare("IsInf", onnx_since=20, attrs={"detect_negative": Attr("int", 1),
                                        "detect_positive": Attr("int", 1)}, **_TEST)
