@@ -38,6 +38,7 @@ _LAZY = {
     "optimizer": "portable.optim",
     "metric": "portable.metric",
     # MXNet 1.x namespaces (``import portable as mx`` runs MXNet scripts)
+    "io": "portable.io",
     "mod": "portable.module",
     "module": "portable.module",
     "model": "portable.model",

@@ -122,3 +122,42 @@ def split_and_load(data: Any, device_list: Any, batch_axis: int = 0,
         return [data.as_in_context(devices[0])]
     slices = split_data(data, len(devices), batch_axis, even_split)
     return [s.as_in_context(d) for s, d in zip(slices, devices)]
+
+
+def clip_global_norm(arrays: Sequence[Any], max_norm: float, check_isfinite: bool = True) -> Any:
+    """Scale ``arrays`` in place so that their joint 2-norm is at most ``max_norm`` (MXNet 1.x
+    ``gluon.utils.clip_global_norm``; the usual guard against exploding RNN gradients).
+
+    Args:
+        arrays: the NDArrays (usually gradients) to rescale together.
+        max_norm: the largest joint norm left.
+        check_isfinite: return the norm as a float and warn if it is NaN or infinite;
+            otherwise return it as a shape (1,) NDArray without waiting for it.
+
+    Returns:
+        The joint norm before clipping.
+
+    Example:
+        >>> grads = [p.grad() for p in net.collect_params().values()]   # doctest: +SKIP
+        >>> clip_global_norm(grads, 5.0)                                 # doctest: +SKIP
+    """
+    import warnings
+
+    import numpy as np
+
+    from portable import ndarray as nd
+
+    if not arrays:
+        raise ValueError("clip_global_norm needs at least one array")
+    squares = [nd.dot(a.reshape((-1,)), a.reshape((-1,))).reshape((1,)) for a in arrays]
+    total = squares[0]
+    for square in squares[1:]:
+        total = total + square
+    total = nd.sqrt(total)
+    if check_isfinite and not np.isfinite(total.asscalar()):
+        warnings.warn("nan or inf is detected. Clipping results will be undefined.",
+                      UserWarning, stacklevel=2)
+    scale = nd.minimum(max_norm / (total + 1e-8), nd.ones((1,)))
+    for array in arrays:
+        array *= scale
+    return total.asscalar() if check_isfinite else total

@@ -20,8 +20,12 @@ __all__ = ["NDArray", "arange", "array", "contiguous_zeros", "empty", "from_dlpa
 _LAZY_ATTRIBUTES = {
     "save": "portable.ndarray.mxnet_files",   # MXNet's binary NDArray file format
     "load": "portable.ndarray.mxnet_files",
+    "load_frombuffer": "portable.ndarray.mxnet_files",
     "Custom": "portable.operator",            # mx.operator.CustomOp run imperatively
 }
+_LAZY_ATTRIBUTES.update(dict.fromkeys(  # MXNet's loss-output ops run imperatively
+    ("SoftmaxOutput", "LinearRegressionOutput", "LogisticRegressionOutput",
+     "MAERegressionOutput"), "portable.ndarray.mxnet_outputs"))
 _LAZY_MODULES = {"linalg": "portable.ndarray.linalg", "contrib": "portable.ndarray.contrib"}
 
 
