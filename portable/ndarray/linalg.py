@@ -6,8 +6,8 @@ Functions: ``gemm``, ``gemm2``, ``trmm``, ``syrk``, ``sumlogdiag``, ``extractdia
 the same ops, ``potrf`` (Cholesky), ``potri`` and ``trsm`` (for the small matrices MXNet scripts
 factorise; the loops are unrolled per column). ``inverse``, ``det`` and ``slogdet`` run on the
 op table's ``portable.Inverse`` and ``Det`` (LU with partial pivoting), whose gradient rules
-autograd uses. ``syevd`` and ``gelqf`` need ops of their own (eigen- and LQ decompositions) and
-raise until the op table declares them.
+autograd uses; ``syevd`` and ``gelqf`` on ``portable.Syevd`` and ``portable.Gelqf`` (eigen- and
+LQ decompositions, with MXNet's signs and gradients).
 
 Example:
     >>> import portable as mx
@@ -17,7 +17,7 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -314,13 +314,41 @@ def slogdet(A: NDArray) -> tuple[NDArray, NDArray]:  # noqa: N803
     return invoke("Sign", [value]), invoke("Log", [invoke("Abs", [value])])
 
 
-def _undeclared(name: str, op: str) -> Callable[..., NDArray]:
-    def missing(*args: Any, **kwargs: Any) -> NDArray:
-        raise OpError(f"linalg.{name} needs the {op} op, which the op table does not declare "
-                      f"yet; potrf/trsm/potri cover symmetric positive definite systems")
-    missing.__name__ = name
-    return missing
+# -- eigen- and LQ decompositions on the portable.Syevd and portable.Gelqf ops --------------------
 
 
-syevd = _undeclared("syevd", "symmetric eigendecomposition")
-gelqf = _undeclared("gelqf", "LQ decomposition")
+def syevd(A: NDArray) -> tuple[NDArray, NDArray]:  # noqa: N803
+    """``(U, L)``: the eigendecomposition ``A = U.T @ diag(L) @ U`` of each symmetric matrix of
+    ``A`` (..., n, n) (only its lower triangle is read): the rows of ``U`` are orthonormal
+    eigenvectors, ``L`` (..., n) the eigenvalues in ascending order. As in MXNet, each row of
+    ``U`` is signed so that its largest-magnitude entry (the first, on ties) is positive, and
+    the gradient (the one over symmetric matrices) needs distinct eigenvalues. CPU only: the
+    OpenCL backend refuses it.
+
+    Example:
+        >>> import portable as mx
+        >>> U, L = mx.nd.linalg.syevd(mx.nd.array([[1.0, 2.0], [2.0, 4.0]]))
+        >>> U.asnumpy().astype(float).round(4).tolist(), L.asnumpy().astype(float).round(4).tolist()
+        ([[0.8944, -0.4472], [0.4472, 0.8944]], [0.0, 5.0])
+    """
+    _matrices(A, "syevd", square=True)
+    return invoke("portable.Syevd", [A], num_outputs=2)
+
+
+def gelqf(A: NDArray) -> tuple[NDArray, NDArray]:  # noqa: N803
+    """``(Q, L)``: the LQ factorisation ``A = L @ Q`` of each matrix of ``A`` (..., m, n),
+    ``m <= n``, of full rank: ``Q`` (..., m, n) with orthonormal rows, ``L`` (..., m, m) lower
+    triangular, with LAPACK's signs (Householder reflections: the diagonal of ``L`` has either
+    sign), as in MXNet. CPU only: the OpenCL backend refuses it.
+
+    Example:
+        >>> import portable as mx
+        >>> Q, L = mx.nd.linalg.gelqf(mx.nd.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
+        >>> L.asnumpy().astype(float).round(4).tolist()
+        [[-3.7417, 0.0], [-8.5524, 1.964]]
+    """
+    rows, cols = _matrices(A, "gelqf")
+    if rows > cols:
+        raise ShapeError(f"linalg.gelqf: needs matrices with no more rows than columns "
+                         f"(m <= n), got shape {A.shape}")
+    return invoke("portable.Gelqf", [A], num_outputs=2)

@@ -1,8 +1,8 @@
 """``mx.np.linalg``: ``norm`` composed from declared ops, ``inv``, ``det`` and ``slogdet`` on the
-op table's ``portable.Inverse`` and ``Det`` (all differentiable); ``svd``, ``eigh``,
-``eigvalsh``, ``pinv`` and ``solve`` are worked out on the host with NumPy (no declared op
-computes them yet, so they are not differentiable: calling one on an array that autograd
-records raises).
+op table's ``portable.Inverse`` and ``Det``, ``eigh`` and ``eigvalsh`` on ``portable.Syevd``
+(all differentiable); ``svd``, ``pinv`` and ``solve`` are worked out on the host with NumPy (no
+declared op computes them yet, so they are not differentiable: calling one on an array that
+autograd records raises).
 
 Example:
     >>> import portable as mx
@@ -106,11 +106,40 @@ def svd(a: Any) -> tuple:
     return _back(u, a), _back(s, a), _back(vt, a)
 
 
+def _syevd(a: Any, uplo: str, name: str) -> tuple:
+    """``portable.Syevd`` on the triangle ``uplo`` of the square matrices in ``a``: the upper
+    triangle of ``a`` is the lower one of its transpose."""
+    a = _square(a, name)
+    if uplo not in ("L", "U"):
+        raise ValueError(f"linalg.{name}: UPLO must be 'L' or 'U', got {uplo!r}")
+    if uplo == "U":
+        a = invoke("Transpose", [a], {"perm": list(range(a.ndim - 2)) + [a.ndim - 1, a.ndim - 2]})
+    return invoke("portable.Syevd", [a], num_outputs=2)
+
+
 def eigh(a: Any, UPLO: str = "L") -> tuple:  # noqa: N803 - NumPy's name
-    """Eigenvalues (ascending) and eigenvectors of the symmetric matrices in ``a``."""
-    w, v = np.linalg.eigh(_host("eigh", a)[0], UPLO)
-    return _back(w, a), _back(v, a)
+    """``(w, v)``: the eigenvalues (ascending) and eigenvectors (the columns of ``v``) of the
+    symmetric matrices in ``a``, read from the ``UPLO`` triangle. As in MXNet, each eigenvector
+    is signed so that its largest-magnitude entry is positive (NumPy leaves the sign to LAPACK);
+    differentiable for distinct eigenvalues. Integer input is worked out on the host.
+
+    Example:
+        >>> import portable as mx
+        >>> w, v = mx.np.linalg.eigh(mx.np.array([[2.0, 1.0], [1.0, 2.0]]))
+        >>> w.tolist()
+        [1.0, 3.0]
+    """
+    if to_array(a).dtype.kind != "f":
+        w, v = np.linalg.eigh(_host("eigh", a)[0], UPLO)
+        return _back(w, a), _back(v, a)
+    u, w = _syevd(a, UPLO, "eigh")
+    return fresh(w), fresh(invoke("Transpose", [u], {"perm": list(range(u.ndim - 2))
+                                                     + [u.ndim - 1, u.ndim - 2]}))
 
 
 def eigvalsh(a: Any, UPLO: str = "L") -> ndarray:  # noqa: N803
-    return _back(np.linalg.eigvalsh(_host("eigvalsh", a)[0], UPLO), a)
+    """The eigenvalues (ascending) of the symmetric matrices in ``a`` (the ``UPLO`` triangle);
+    differentiable for distinct eigenvalues."""
+    if to_array(a).dtype.kind != "f":
+        return _back(np.linalg.eigvalsh(_host("eigvalsh", a)[0], UPLO), a)
+    return fresh(_syevd(a, UPLO, "eigvalsh")[1])

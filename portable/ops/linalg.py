@@ -1,4 +1,5 @@
-"""Linear algebra ops: MatMul, Gemm, Einsum, Trilu, Det and the private portable.Inverse."""
+"""Linear algebra ops: MatMul, Gemm, Einsum, Trilu, Det and the private portable.Inverse,
+portable.Syevd (symmetric eigendecomposition) and portable.Gelqf (LQ factorisation)."""
 from __future__ import annotations
 
 import string
@@ -324,3 +325,99 @@ declare("Inverse", domain="portable", inputs=("X",), outputs=("Y",), infer=_inve
         grad=_inverse_grad,
         doc="The inverse of each square matrix of a stack (..., M, M). ONNX has no such op "
             "and no short decomposition into ONNX ops, so it is not exported.")
+
+
+# -- Syevd and Gelqf: MXNet's eigen- and LQ decompositions, batched over the leading axes ----------
+
+
+def _syevd_infer(ctx):
+    shape = _square_stack(ctx)
+    return [TensorType(shape, ctx.dtype(0)), TensorType(shape[:-1], ctx.dtype(0))]
+
+
+def _gelqf_infer(ctx):
+    shape = ctx.shape(0)
+    require_float(ctx, 0)
+    if len(shape) < 2 or shape[-2] > shape[-1]:
+        ctx.fail(f"Gelqf needs matrices (..., M, N) with M <= N (full row rank), got shape "
+                 f"{shape}")
+    m = shape[-2]
+    return [TensorType(shape, ctx.dtype(0)), TensorType(shape[:-1] + (m,), ctx.dtype(0))]
+
+
+def _unsqueeze(g, x, axis: int):
+    return g.emit("Unsqueeze", x, g.const(np.asarray([axis], np.int64)))
+
+
+# The smallest eigengap Syevd's gradient divides by, as MXNet clamps it (la_op-inl.h); float16
+# (which MXNet lacks) takes its smallest normal number, as 1e-30 would round to zero.
+_EIGENGAP_FLOOR = {np.dtype(np.float64): 1e-100, np.dtype(np.float32): 1e-30}
+
+
+def _syevd_grad(g, dys):
+    """(U, L) = syevd(A), A = U^T diag(L) U: dA = U^T Y U with Y symmetric, Y_ii = dL_i and,
+    for i > j, Y_ij = Y_ji = (X_ij - X_ji) / (2 max(L_i - L_j, eps)), X = dU U^T (MXNet's
+    SyevdBackHelper). That is the gradient over symmetric A, symmetrised: the forward reads only
+    the lower triangle, but A is meant to be symmetric. Written as Y = Z * S + diag(dL), with
+    Z = (X - X^T) / (2 max(|L_i - L_j|, eps)) antisymmetric and S the sign of i - j."""
+    u, lam = g.outputs
+    du, dl = dys
+    if du is None and dl is None:
+        return [None]
+    n = g.shape(u)[-1]
+    dtype = g.dtype(u)
+    ut = _swap_last(g, u)
+    parts = []
+    if du is not None:
+        x = g.emit("MatMul", du, ut)
+        gap = g.emit("Abs", g.emit("Sub", _unsqueeze(g, lam, -1), _unsqueeze(g, lam, -2)))
+        eps = _EIGENGAP_FLOOR.get(np.dtype(dtype), float(np.finfo(dtype).tiny))
+        denom = g.emit("Mul", g.emit("Max", gap, g.scalar(eps, gap)), g.scalar(2.0, gap))
+        z = g.emit("Div", g.emit("Sub", x, _swap_last(g, x)), denom)
+        side = np.sign(np.arange(n)[:, None] - np.arange(n)[None, :]).astype(dtype)
+        parts.append(g.emit("Mul", z, g.const(side)))
+    if dl is not None:
+        parts.append(g.emit("Mul", _unsqueeze(g, dl, -1), g.const(np.eye(n, dtype=dtype))))
+    y = parts[0] if len(parts) == 1 else g.emit("Add", *parts)
+    return [g.emit("MatMul", g.emit("MatMul", ut, y), u)]
+
+
+def _gelqf_grad(g, dys):
+    """(Q, L) = gelqf(A), A = L Q: dA = L^-T (dQ + copyltu(M) Q), M = L^T dL - dQ Q^T, where
+    copyltu(M) mirrors M's lower triangle onto its upper one (MXNet's gelqf_backward)."""
+    q, low = g.outputs
+    dq, dl = dys
+    if dq is None and dl is None:
+        return [None]
+    terms = []
+    if dl is not None:
+        terms.append(g.emit("MatMul", _swap_last(g, low), dl))
+    if dq is not None:
+        dqqt = g.emit("MatMul", dq, _swap_last(g, q))
+        terms.append(g.emit("Sub", terms.pop(), dqqt) if terms else g.emit("Neg", dqqt))
+    m = terms[0]
+    below = g.emit("Trilu", m, g.const(np.asarray(-1, np.int64)), upper=0)
+    mirrored = g.emit("Add", g.emit("Trilu", m, g.const(np.asarray(0, np.int64)), upper=0),
+                      _swap_last(g, below))
+    inner = g.emit("MatMul", mirrored, q)
+    if dq is not None:
+        inner = g.emit("Add", dq, inner)
+    l_inv_t = _swap_last(g, g.emit("portable.Inverse", low))
+    return [g.emit("MatMul", l_inv_t, inner)]
+
+
+declare("Syevd", domain="portable", inputs=("A",), outputs=("U", "L"), infer=_syevd_infer,
+        grad=_syevd_grad,
+        doc="MXNet's linalg.syevd: for each symmetric matrix of a stack (..., M, M) (only the "
+            "lower triangle is read), U (..., M, M) whose rows are orthonormal eigenvectors and "
+            "L (..., M) the eigenvalues, ascending, with A = U^T diag(L) U. Each row of U has "
+            "its largest-magnitude entry positive (the first such on ties), as MXNet makes "
+            "it. The gradient is MXNet's: symmetric, and defined for distinct eigenvalues. Not "
+            "exported: ONNX has no eigendecomposition.")
+declare("Gelqf", domain="portable", inputs=("A",), outputs=("Q", "L"), infer=_gelqf_infer,
+        grad=_gelqf_grad,
+        doc="MXNet's linalg.gelqf: the LQ factorisation A = L Q of each matrix of a stack "
+            "(..., M, N), M <= N, full row rank: Q (..., M, N) with orthonormal rows and L "
+            "(..., M, M) lower triangular, with LAPACK's signs (gelqf + orglq: Householder "
+            "reflections, so the diagonal of L has either sign). Not exported: ONNX has no "
+            "such factorisation.")

@@ -213,6 +213,46 @@ LINALG = {
     "inverse_gradient": ("m = sq.copy()\nm.attach_grad()\nwith mx.autograd.record():\n"
                          "    y = mx.nd.linalg.inverse(m) * mx.nd.array([[1, 2, 3]])\n"
                          "y.backward()\nout = m.grad"),
+    # syevd: rows of U are eigenvectors, each signed with its largest entry positive
+    "syevd": "out = mx.nd.linalg.syevd(sq)",
+    "syevd_batched": "out = mx.nd.linalg.syevd(spd)",
+    "syevd_docstring": ("out = mx.nd.linalg.syevd(mx.nd.array([[[1, 2], [2, 4]], "
+                        "[[1, 2], [2, 5]]]))"),
+    # (no near-tie of magnitudes within a row: a tie's winner depends on LAPACK's rounding)
+    "syevd_signs": ("out = mx.nd.linalg.syevd(mx.nd.array([[1, 2, 0, -1], [2, -3, 1, 0.5], "
+                    "[0, 1, 4, 2], [-1, 0.5, 2, 0]], dtype='float64'))"),
+    "syevd_negative_definite": "out = mx.nd.linalg.syevd(sq * -1 + mx.nd.array([[0, 0, 3]]).T)",
+    "syevd_lower_triangle": ("out = mx.nd.linalg.syevd(mx.nd.array([[4, 9, 9], [1, 3, 9], "
+                             "[0.5, 0.2, 2]]))"),
+    "syevd_gradient": ("m = sq.copy()\nm.attach_grad()\nwith mx.autograd.record():\n"
+                       "    u, l = mx.nd.linalg.syevd(m)\n"
+                       "    y = (u * mx.nd.array([[1, 2, 3], [-1, 0.5, 2], [0.3, -2, 1]])).sum()"
+                       " + (l * mx.nd.array([1, -2, 0.5])).sum()\n"
+                       "y.backward()\nout = m.grad"),
+    "syevd_gradient_eigenvalues": ("m = spd.copy()\nm.attach_grad()\n"
+                                   "with mx.autograd.record():\n"
+                                   "    y = mx.nd.linalg.syevd(m)[1]\n"
+                                   "y.backward()\nout = m.grad"),
+    "syevd_gradient_float64": ("m = spd.astype('float64')\nm.attach_grad()\n"
+                               "with mx.autograd.record():\n"
+                               "    u, l = mx.nd.linalg.syevd(m)\n"
+                               "    y = (u[:, 0] * u[:, 2]).sum() + (l * l).sum()\n"
+                               "y.backward()\nout = m.grad"),
+    # gelqf: (Q, L) with A = L Q, LAPACK's Householder signs
+    "gelqf": "out = mx.nd.linalg.gelqf(a)",
+    "gelqf_docstring": ("out = mx.nd.linalg.gelqf(mx.nd.array([[[1, 2, 3], [4, 5, 6]], "
+                        "[[7, 8, 9], [10, 11, 12]]]))"),
+    "gelqf_square": "out = mx.nd.linalg.gelqf(spd)",
+    "gelqf_float64": "out = mx.nd.linalg.gelqf(x4[:, :, :2, :].astype('float64') + 0.5)",
+    "gelqf_gradient": ("m = a.copy()\nm.attach_grad()\nwith mx.autograd.record():\n"
+                       "    q, l = mx.nd.linalg.gelqf(m)\n"
+                       "    y = (q * mx.nd.array([[1, 2, 3], [-1, 0.5, 2]])).sum()"
+                       " + (l * mx.nd.array([[1, 0], [-2, 0.5]])).sum()\n"
+                       "y.backward()\nout = m.grad"),
+    "gelqf_gradient_factor": ("m = spd.copy()\nm.attach_grad()\n"
+                              "with mx.autograd.record():\n"
+                              "    y = mx.nd.linalg.gelqf(m)[1]\n"
+                              "y.backward()\nout = m.grad"),
 }
 
 CONTRIB = {

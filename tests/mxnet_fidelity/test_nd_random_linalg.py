@@ -120,12 +120,29 @@ LINALG_CASES = {
     "det": (lambda a: mx.nd.linalg.det(a), "well"),
     "slogdet": (lambda a: mx.nd.linalg.slogdet(a)[1], "well"),
     "slogdet_negative": (lambda a: mx.nd.linalg.slogdet(a * -1)[1], "well"),
+    # syevd on SPD matrices (distinct eigenvalues; the signs of U's rows are fixed by MXNet's
+    # rule, locally constant away from ties), gelqf on full-rank wide matrices
+    "syevd_vectors": (lambda a: mx.nd.linalg.syevd(a)[0], "spd"),
+    "syevd_values": (lambda a: mx.nd.linalg.syevd(a)[1], "spd"),
+    "syevd_square": (lambda a: _eigen_square(*mx.nd.linalg.syevd(a)), "spd"),
+    "gelqf_q": (lambda a: mx.nd.linalg.gelqf(a)[0], "wide"),
+    "gelqf_l": (lambda a: mx.nd.linalg.gelqf(a)[1], "wide"),
+    "gelqf_both": (lambda a: mx.nd.linalg.gemm2(mx.nd.linalg.gelqf(a)[1],
+                                                mx.nd.linalg.gelqf(a)[0] ** 2), "wide"),
 }
+
+
+def _eigen_square(u, lam):
+    """U^T diag(L^2) U (= A @ A): a function of both outputs that no sign choice changes."""
+    return mx.nd.linalg.gemm2(u, mx.nd.broadcast_mul(u, (lam * lam).expand_dims(-1)),
+                              transpose_a=True)
 
 
 def _linalg_input(kind: str, rng: np.random.Generator) -> np.ndarray:
     if kind == "spd":
         return _spd(rng, 3)
+    if kind == "wide":  # full row rank
+        return rng.normal(size=(2, 3, 5))
     x = rng.normal(size=(2, 3, 3))
     # "well": well-conditioned (diagonally dominant), so finite differences stay accurate
     return x + 4 * np.eye(3) if kind == "well" else x
@@ -184,6 +201,30 @@ def test_np_linalg_gradient_matches_finite_differences(name):
                                rtol=1e-5, atol=1e-6)
 
 
+def test_np_eigh_is_syevd_transposed_and_differentiable():
+    rng = np.random.default_rng(6)
+    x = _spd(rng, 3)
+    upper_only = np.triu(x) + np.tril(rng.normal(size=x.shape), -1)  # lower: noise
+    w, v = mx.np.linalg.eigh(mx.np.array(upper_only, dtype=np.float64), UPLO="U")
+    u, lam = mx.nd.linalg.syevd(mx.nd.array(x, dtype=np.float64))
+    np.testing.assert_allclose(w.asnumpy(), lam.asnumpy(), rtol=1e-12)
+    np.testing.assert_allclose(v.asnumpy(), u.asnumpy().transpose(0, 2, 1), atol=1e-12)
+    np.testing.assert_allclose(mx.np.linalg.eigvalsh(mx.np.array(x)).asnumpy(),
+                               np.linalg.eigvalsh(x), rtol=1e-5)
+
+    head = rng.uniform(0.5, 1.5, size=(2, 3))
+    a = mx.np.array(x, dtype=np.float64)
+    a.attach_grad()
+    with mx.autograd.record():
+        y = mx.np.linalg.eigvalsh(a)
+    y.backward(mx.np.array(head, dtype=np.float64))
+
+    def sym(value):
+        return np.linalg.eigvalsh((value + value.transpose(0, 2, 1)) / 2)
+    np.testing.assert_allclose(a.grad.asnumpy(), _finite_differences(sym, x, head),
+                               rtol=1e-5, atol=1e-6)
+
+
 def test_inverse_and_det_agree_with_numpy():
     rng = np.random.default_rng(4)
     x = rng.normal(size=(3, 4, 4))
@@ -196,6 +237,38 @@ def test_inverse_and_det_agree_with_numpy():
     np.testing.assert_allclose(logabsdet.asnumpy(), want_log, rtol=1e-9)
     with pytest.raises(ShapeError, match="square"):
         mx.nd.linalg.det(mx.nd.ones((2, 3)))
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-5), (np.float64, 1e-12)])
+def test_syevd_and_gelqf_reconstruct_their_input(dtype, tol):
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(2, 3, 4, 4))
+    x = (x + np.swapaxes(x, -1, -2)).astype(dtype)
+    u, lam = (o.asnumpy() for o in mx.nd.linalg.syevd(mx.nd.array(x, dtype=dtype)))
+    assert u.dtype == lam.dtype == dtype and u.shape == x.shape and lam.shape == x.shape[:-1]
+    eye = np.eye(4)
+    np.testing.assert_allclose(np.swapaxes(u, -1, -2) @ (lam[..., None] * u), x, atol=10 * tol)
+    np.testing.assert_allclose(u @ np.swapaxes(u, -1, -2), np.broadcast_to(eye, x.shape),
+                               atol=10 * tol)
+    assert (np.diff(lam, axis=-1) >= 0).all()
+    np.testing.assert_allclose(lam, np.linalg.eigvalsh(x), atol=10 * tol)
+    top = np.take_along_axis(u, np.argmax(np.abs(u), axis=-1)[..., None], axis=-1)
+    assert (top > 0).all()  # MXNet's sign: each row's largest-magnitude entry positive
+
+    w = rng.normal(size=(2, 3, 5)).astype(dtype)
+    q, low = (o.asnumpy() for o in mx.nd.linalg.gelqf(mx.nd.array(w, dtype=dtype)))
+    assert q.shape == w.shape and low.shape == (2, 3, 3) and q.dtype == low.dtype == dtype
+    np.testing.assert_allclose(low @ q, w, atol=10 * tol)
+    np.testing.assert_allclose(q @ np.swapaxes(q, -1, -2), np.broadcast_to(np.eye(3), (2, 3, 3)),
+                               atol=10 * tol)
+    assert not np.triu(low, 1).any()
+
+
+def test_syevd_and_gelqf_refuse_bad_shapes():
+    with pytest.raises(ShapeError, match="square"):
+        mx.nd.linalg.syevd(mx.nd.ones((2, 3)))
+    with pytest.raises(ShapeError, match=r"m <= n.*\(3, 2\)"):
+        mx.nd.linalg.gelqf(mx.nd.ones((3, 2)))
 
 
 def test_potrf_and_trsm_solve_a_system_like_numpy():

@@ -103,3 +103,87 @@ CASES += [
     Case("portable.Inverse", [np.zeros((0, 2, 2), np.float32)], reference=_inv,
          name="empty_stack", grad=False),
 ]
+
+
+# -- portable.Syevd and portable.Gelqf: MXNet's eigen- and LQ decompositions ---------------------
+# Eigenvalues well apart and matrices of full rank, so that finite differences are accurate and
+# no eigenvector's largest entry (which fixes its sign) is near a tie.
+
+
+def _symmetric(*shape: int, seed: int = 0) -> np.ndarray:
+    """Symmetric matrices (..., M, M) with eigenvalues spread over [-M, M]."""
+    x = rand(*shape, seed=seed).astype(np.float64)
+    q, _ = np.linalg.qr(x)
+    m = shape[-1]
+    lam = np.linspace(-m, m, m) + 0.1 * rand(*shape[:-1], seed=seed + 1)
+    a = q @ (lam[..., None] * np.swapaxes(q, -1, -2))
+    return ((a + np.swapaxes(a, -1, -2)) / 2).astype(np.float32)
+
+
+def _syevd(inputs, attrs):
+    """NumPy's eigh (lower triangle), rows as eigenvectors, each signed as MXNet signs it."""
+    a = inputs[0]
+    w, v = np.linalg.eigh(a.astype(np.promote_types(a.dtype, np.float32)), UPLO="L")
+    u = np.swapaxes(v, -1, -2)
+    k = np.argmax(np.abs(u), axis=-1)[..., None]
+    u = np.where(np.take_along_axis(u, k, axis=-1) < 0, -u, u)
+    return [u.astype(a.dtype), w.astype(a.dtype)]
+
+
+def _syevd_grad(inputs, attrs, heads, eps=1e-6):
+    """MXNet's gradient of Syevd is the one over symmetric matrices: finite differences along
+    A_ij and A_ji together (the forward reads only the lower triangle) give 2 dA_ij off the
+    diagonal, dA_ii on it."""
+    a = np.array(inputs[0], np.float64)
+    n = a.shape[-1]
+
+    def loss(x):
+        return sum(float(np.sum(o * h)) for o, h in zip(_syevd([x], attrs), heads))
+
+    grad = np.zeros_like(a)
+    for index in np.ndindex(a.shape[:-2]):
+        for i in range(n):
+            for j in range(i + 1):
+                step = np.zeros_like(a)
+                step[index + (i, j)] = step[index + (j, i)] = eps
+                slope = (loss(a + step) - loss(a - step)) / (2 * eps)
+                grad[index + (i, j)] = grad[index + (j, i)] = slope if i == j else slope / 2
+    return [grad]
+
+
+def _gelqf(inputs, attrs):
+    """A^T = Q' R (NumPy's QR, LAPACK geqrf): Q = Q'^T, L = R^T."""
+    a = inputs[0]
+    q, r = np.linalg.qr(np.swapaxes(a, -1, -2))
+    return [np.swapaxes(q, -1, -2), np.swapaxes(r, -1, -2)]
+
+
+def _lower_only(a: np.ndarray) -> np.ndarray:
+    """A non-symmetric matrix: Syevd reads its lower triangle only."""
+    return (a + np.triu(rand(*a.shape, seed=9), 1)).astype(a.dtype)
+
+
+CASES += [
+    Case("portable.Syevd", [_symmetric(3, 3)], outputs=2, reference=_syevd,
+         grad_reference=_syevd_grad, name="2d", rtol=1e-4, atol=1e-5),
+    Case("portable.Syevd", [_symmetric(2, 2, 4, 4, seed=1)], outputs=2, reference=_syevd,
+         grad_reference=_syevd_grad, name="batched", rtol=1e-4, atol=1e-5),
+    Case("portable.Syevd", [_symmetric(5, 5, seed=2).astype(np.float64)], outputs=2,
+         reference=_syevd, grad_reference=_syevd_grad, name="float64"),
+    Case("portable.Syevd", [_symmetric(2, 1, 1, seed=3)], outputs=2, reference=_syevd,
+         grad_reference=_syevd_grad, name="1x1"),
+    Case("portable.Syevd", [_lower_only(_symmetric(4, 4, seed=4))], outputs=2, reference=_syevd,
+         name="lower_triangle_read", grad=False, rtol=1e-4, atol=1e-5),
+    Case("portable.Syevd", [np.zeros((0, 3, 3), np.float32)], outputs=2, reference=_syevd,
+         name="empty_stack", grad=False),
+    Case("portable.Gelqf", [rand(2, 3)], outputs=2, reference=_gelqf, name="2d", rtol=1e-4,
+         atol=1e-5),
+    Case("portable.Gelqf", [rand(2, 3, 3, 5, seed=1)], outputs=2, reference=_gelqf,
+         name="batched", rtol=1e-4, atol=1e-5),
+    Case("portable.Gelqf", [_square(4, 4, seed=2)], outputs=2, reference=_gelqf, name="square",
+         rtol=1e-4, atol=1e-5),
+    Case("portable.Gelqf", [rand(1, 4, seed=3).astype(np.float64)], outputs=2,
+         reference=_gelqf, name="one_row_float64"),
+    Case("portable.Gelqf", [np.zeros((0, 2, 3), np.float32)], outputs=2, reference=_gelqf,
+         name="empty_stack", grad=False),
+]

@@ -1,5 +1,7 @@
 """OpenCL kernels: MatMul and Gemm on the packed, register-blocked GEMM; Einsum; Trilu; Det and
-portable.Inverse (one work-item per matrix)."""
+portable.Inverse (one work-item per matrix); portable.Syevd and portable.Gelqf are refused (an
+eigen- or LQ decomposition is iterative LAPACK work this backend does not write): run them on the
+CPU, or allow the explicit CPU fallback."""
 from __future__ import annotations
 
 import math
@@ -253,3 +255,24 @@ def inverse(ctx, inputs, outputs, attrs):
                      np.int32(target.offset))
     if target is not out:
         assign(out, target)
+
+
+# -- Syevd and Gelqf: refused ------------------------------------------------------------------
+
+
+def _refuse(op: str, what: str):
+    def run(ctx, inputs, outputs, attrs):
+        fallback = getattr(ctx.backend, "fallback", None)
+        if fallback is not None:  # the user asked for host runs with copies
+            fallback.kernel(op)(ctx, inputs, outputs, attrs)
+            return
+        raise BackendError(f"{op} ({what}) has no OpenCL kernel: it cannot run on device "
+                           f"{ctx.backend.device} (backend opencl); run it on the CPU "
+                           f"(mx.cpu()), or set PORTABLE_OPENCL_FALLBACK=1 to run it there "
+                           f"with copies")
+    run.__name__ = f"refuse_{op.rsplit('.', 1)[-1]}"
+    return run
+
+
+kernel("portable.Syevd", half="native")(_refuse("portable.Syevd", "symmetric eigendecomposition"))
+kernel("portable.Gelqf", half="native")(_refuse("portable.Gelqf", "LQ factorisation"))

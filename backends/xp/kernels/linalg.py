@@ -60,3 +60,39 @@ def inverse(ctx, inputs, outputs, attrs):
     except np.linalg.LinAlgError as exc:  # MXNet refuses a singular matrix as well
         raise OpError(f"portable.Inverse: a matrix of the stack of shape {inputs[0].shape} is "
                       f"singular ({exc})") from None
+
+
+def _swap_last(xp, x):
+    return xp.swapaxes(x, -1, -2)
+
+
+@kernel("portable.Syevd")
+def syevd(ctx, inputs, outputs, attrs):
+    """eigh on the lower triangle; each eigenvector (a row of U) then gets MXNet's sign: its
+    largest-magnitude entry positive, the first one on ties (la_op-inl.h SyevdEigenVecSigns)."""
+    xp = ctx.xp
+    a = inputs[0]
+    if not a.size:
+        return
+    try:
+        w, v = xp.linalg.eigh(_lapack_input(xp, a), UPLO="L")
+    except np.linalg.LinAlgError as exc:
+        raise OpError(f"portable.Syevd: the eigendecomposition of a matrix of the stack of shape "
+                      f"{a.shape} did not converge ({exc})") from None
+    u = _swap_last(xp, v)
+    pivot = xp.take_along_axis(u, xp.argmax(xp.abs(u), axis=-1)[..., None], axis=-1)
+    outputs[0][...] = xp.where(pivot < 0, -u, u)
+    outputs[1][...] = w
+
+
+@kernel("portable.Gelqf")
+def gelqf(ctx, inputs, outputs, attrs):
+    """A = L Q from the QR factorisation of A^T (A^T = Q' R: Q = Q'^T, L = R^T): LAPACK's
+    geqrf on A^T runs the same Householder reflections as gelqf on A, so the signs agree."""
+    xp = ctx.xp
+    a = inputs[0]
+    if not a.size:
+        return
+    q, r = xp.linalg.qr(_swap_last(xp, _lapack_input(xp, a)))
+    outputs[0][...] = _swap_last(xp, q)
+    outputs[1][...] = _swap_last(xp, r)

@@ -7,7 +7,8 @@ gradient case runs its symbolic gradient graph in float64 on both and agrees wit
 Random ops reseed before each run, so both devices draw the same masks.
 
 Ops that OpenCL refuses by design are listed in ``REFUSED`` with the reason; their cases check
-the refusal (a BackendError whose message contains what the op's attributes name) instead.
+the refusal (a BackendError naming the device and what the op's attributes name, or the op
+itself when no attribute is listed) instead.
 """
 import re
 
@@ -19,10 +20,14 @@ from portable.errors import BackendError
 from tests.ops.harness import run_ours, symbolic_gradients, to64
 from tests.ops.test_op_table import CASES, GRAD_CASES
 
-# op -> (why OpenCL refuses it, the attribute the refusal must name)
+# op -> (why OpenCL refuses it, the attribute the refusal must name; None: the op's name)
 REFUSED = {
     "portable.Custom": ("runs the user's Python forward on host NDArrays", "op_type"),
     "portable.CustomGrad": ("runs the user's Python backward on host NDArrays", "op_type"),
+    "portable.Syevd": ("an iterative eigendecomposition (LAPACK syevd): no OpenCL kernel is "
+                       "written; the CPU runs it", None),
+    "portable.Gelqf": ("an LQ factorisation (LAPACK gelqf + orglq): no OpenCL kernel is "
+                       "written; the CPU runs it", None),
 }
 
 _TOLERANCE = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-4,
@@ -44,7 +49,8 @@ def _compare(got, want, label):
 
 def _expect_refusal(case, run):
     reason, attr = REFUSED[case.op]
-    with pytest.raises(BackendError, match=re.escape(repr(case.attrs[attr]))) as caught:
+    named = case.op if attr is None else repr(case.attrs[attr])
+    with pytest.raises(BackendError, match=re.escape(named)) as caught:
         run()
     assert "opencl" in str(caught.value), f"{case.id} ({reason}): the refusal names no device"
 
