@@ -377,6 +377,20 @@ GLUON_LAYERS = {
                          "np.arange(32).reshape(1, 8, 1, 2, 2)))"),
 }
 
-SETS = {"gluon_layouts": GLUON_LAYERS, "gluon_data": GLUON_DATA, "nd_random": RANDOM,
+# BatchNorm(scale=False) is MXNet's fix_gamma: a gamma set (or loaded) is not applied.
+_BN = ("net = mx.gluon.nn.BatchNorm(scale={scale}, center={center}, in_channels=2)\n"
+       "net.initialize()\n"
+       "net.gamma.set_data(mx.nd.array([2.0, 3.0]))\n"
+       "net.beta.set_data(mx.nd.array([0.5, -0.5]))\n"
+       "net.running_mean.set_data(mx.nd.array([1.0, -1.0]))\n"
+       "net.running_var.set_data(mx.nd.array([4.0, 0.25]))\n"
+       "{hybridize}"
+       "out = net(mx.nd.array(np.arange(8).reshape(1, 2, 2, 2)))")
+GLUON_BATCHNORM = {
+    f"batchnorm_scale_{scale}_center_{center}{'_hybrid' if hybrid else ''}": _BN.format(
+        scale=scale, center=center, hybridize="net.hybridize()\n" if hybrid else "")
+    for scale in (True, False) for center in (True, False) for hybrid in (False, True)}
+
+SETS = {"gluon_layouts": GLUON_LAYERS, "gluon_batchnorm": GLUON_BATCHNORM, "gluon_data": GLUON_DATA, "nd_random": RANDOM,
         "nd_layers": LAYERS, "nd_broadcast": BROADCAST,
         "nd_linalg": LINALG, "nd_contrib": CONTRIB}

@@ -232,6 +232,7 @@ class BatchNorm(HybridBlock):
             raise PortableError("BatchNorm(use_global_stats=True) is not supported; run the "
                                 "block in predict mode (autograd.predict_mode) instead")
         self._momentum, self._epsilon = float(momentum), float(epsilon)
+        self._scale = bool(scale)
         shape = (in_channels,)
         with self.name_scope():
             self.gamma = self.params.get("gamma", grad_req="write" if scale else "null",
@@ -253,6 +254,8 @@ class BatchNorm(HybridBlock):
 
     def hybrid_forward(self, F: Any, x: Any, gamma: Any, beta: Any, running_mean: Any,
                        running_var: Any) -> Any:
+        if not self._scale:  # MXNet's fix_gamma: a stored gamma (from a file) is not applied
+            gamma = F.ones_like(gamma)
         return F.batch_normalization(x, gamma, beta, running_mean, running_var,
                                      epsilon=self._epsilon, momentum=self._momentum)
 
