@@ -1,6 +1,6 @@
 """Network summaries and drawings (MXNet 1.x ``mx.viz``): ``print_summary`` prints MXNet's
 layer table (name (type), output shape, param #, previous layer, total params) and
-``plot_network`` returns a ``graphviz.Digraph`` (``pip install graphviz``).
+``plot_network`` returns a ``graphviz.Digraph`` (``pip install 'portable[viz]'``).
 
 The table reads portable's symbol DAG, where MXNet layers are ONNX ops: ``FullyConnected`` is a
 Gemm (after a Flatten helper node that the table folds into it), ``Convolution`` a Conv,
@@ -202,7 +202,7 @@ def plot_network(symbol: Symbol, title: str = "plot", save_format: str = "pdf",
         from graphviz import Digraph
     except ImportError as exc:
         raise MissingDependencyError(f"plot_network needs the graphviz package ({exc}); install "
-                                     f"it with: pip install graphviz") from exc
+                                     f"it with: pip install 'portable[viz]'") from exc
     graph = _Graph(symbol, shape)
     types: dict[str, Any] = {}
     if dtype is not None:

@@ -69,7 +69,7 @@ def test_plot_network_without_graphviz_names_the_package(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_graphviz)
-    with pytest.raises(MissingDependencyError, match="pip install graphviz"):
+    with pytest.raises(MissingDependencyError, match=r"pip install 'portable\[viz\]'"):
         mx.viz.plot_network(mx.sym.relu(mx.sym.var("x")))
 
 
