@@ -44,6 +44,8 @@ from portable.errors import MissingDependencyError, PortableError
 TAG_QUERY, TAG_REPLY, TAG_FINISHED = 31001, 31002, 31003
 TAG_PS_HEADER, TAG_PS_DATA, TAG_PS_REPLY, TAG_ELASTIC_REPLY = 31011, 31012, 31013, 31014
 TIMEOUT_EXIT_CODE = 3
+# How long MPI_Abort may take to end this process before it ends itself.
+ABORT_GRACE_SECONDS = 5.0
 DEFAULT_TIMEOUT_S = 300.0
 
 
@@ -185,7 +187,14 @@ class Communicator:
         """End the whole job (every rank) now."""
         sys.stderr.flush()
         sys.stdout.flush()
+        # MPI_Abort need not return, and need not end this process either: with Open MPI's
+        # --enable-recovery, two ranks aborting at once once left both waiting in it and the
+        # job running. The process ends itself shortly after, whatever MPI does.
+        fallback = threading.Timer(ABORT_GRACE_SECONDS, os._exit, (code,))
+        fallback.daemon = True
+        fallback.start()
         self.world.Abort(code)
+        os._exit(code)
 
     def close(self) -> None:
         """Run the stores' exit hooks, tell the other ranks this one finished, stop the watchdog.
