@@ -9,15 +9,32 @@ by importing another backend.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from portable.backend import KernelContext
 from portable.device import cpu
+from portable.errors import BackendError
 
 from backends.opencl.allocator import CLArray, to_numpy
 from backends.opencl.elementwise import assign
+
+
+def host_only_kernel(op: str, why: Callable[[dict], str]) -> Callable:
+    """The OpenCL kernel of an op that has none by design: it runs on the host through the
+    explicit fallback when the user allowed it, and is otherwise refused with ``why(attrs)``
+    (what the op is, in the user's terms) and the device."""
+    def run(ctx, inputs, outputs, attrs):
+        fallback = getattr(ctx.backend, "fallback", None)
+        if fallback is not None:  # the user asked for host runs with copies
+            fallback.kernel(op)(ctx, inputs, outputs, attrs)
+            return
+        raise BackendError(f"{why(attrs)}: it cannot run on device {ctx.backend.device} "
+                           f"(backend opencl); run it on the CPU (mx.cpu()), or set "
+                           f"PORTABLE_OPENCL_FALLBACK=1 to run it there with copies")
+    run.__name__ = f"refuse_{op.rsplit('.', 1)[-1]}"
+    return run
 
 
 class FallbackRecorder:

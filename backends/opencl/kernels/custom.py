@@ -7,26 +7,12 @@ cannot run on device buffers. Only when the user allowed the explicit CPU fallba
 """
 from __future__ import annotations
 
-from portable.errors import BackendError
-
+from backends.opencl.fallback import host_only_kernel
 from backends.opencl.kernels.table import kernel_table
 
 kernels, kernel = kernel_table()
 
-
-def _host_only(op: str):
-    def run(ctx, inputs, outputs, attrs):
-        fallback = getattr(ctx.backend, "fallback", None)
-        if fallback is not None:  # the user asked for host runs with copies
-            fallback.kernel(op)(ctx, inputs, outputs, attrs)
-            return
-        raise BackendError(f"custom op {attrs['op_type']!r} ({op}) runs Python code on host "
-                           f"arrays; it cannot run on device {ctx.backend.device} (backend "
-                           f"opencl): run it on the CPU (mx.cpu()), or set "
-                           f"PORTABLE_OPENCL_FALLBACK=1 to run it there with copies")
-    run.__name__ = f"refuse_{op.rsplit('.', 1)[-1]}"
-    return run
-
-
 for _op in ("portable.Custom", "portable.CustomGrad"):
-    kernel(_op, half="native")(_host_only(_op))
+    kernel(_op, half="native")(host_only_kernel(
+        _op, lambda attrs, op=_op: f"custom op {attrs['op_type']!r} ({op}) runs Python code "
+                                   f"on host arrays"))

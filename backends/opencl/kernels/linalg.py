@@ -15,6 +15,7 @@ from backends.opencl.allocator import empty, host_value
 from backends.opencl.arrayops import matmul
 from backends.opencl.codegen import MAX_RANK, int8_arg
 from backends.opencl.elementwise import apply, assign
+from backends.opencl.fallback import host_only_kernel
 from backends.opencl.gemm import gemm as run_gemm
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.scalars import ctype, preamble
@@ -218,6 +219,19 @@ def _stack(x) -> tuple[int, int]:
     return math.prod(x.shape[:-2]), m
 
 
+def _per_matrix(source: str, name: str, x, out, count: int, m: int) -> None:
+    """Run ``name`` from ``source`` with one work-item per matrix of the stack ``x``, on a
+    scratch copy of it (eliminated in place), writing ``out``."""
+    runtime = out.runtime
+    scratch = x.copy()
+    target = out if out.is_contiguous else empty(runtime, out.shape, out.dtype)
+    kern = runtime.kernel(source, name)
+    runtime.launch1d(kern, count, np.int32(count), np.int32(m), scratch.buffer,
+                     np.int32(scratch.offset), target.buffer, np.int32(target.offset))
+    if target is not out:
+        assign(out, target)
+
+
 @kernel("Det")
 def det(ctx, inputs, outputs, attrs):
     x, out = inputs[0], outputs[0]
@@ -227,15 +241,7 @@ def det(ctx, inputs, outputs, attrs):
     if m == 0:  # the empty product
         out.fill(1)
         return
-    runtime = out.runtime
-    scratch = x.copy()  # eliminated in place
-    target = out if out.is_contiguous else empty(runtime, out.shape, out.dtype)
-    kern = runtime.kernel(_det_source(out.dtype), "det")
-    runtime.launch1d(kern, count, np.int32(count), np.int32(m), scratch.buffer,
-                     np.int32(scratch.offset), target.buffer,
-                     np.int32(target.offset))
-    if target is not out:
-        assign(out, target)
+    _per_matrix(_det_source(out.dtype), "det", x, out, count, m)
 
 
 @kernel("portable.Inverse")
@@ -244,35 +250,14 @@ def inverse(ctx, inputs, outputs, attrs):
     matrix is not refused (the device cannot raise): its inverse comes out inf or nan."""
     x, out = inputs[0], outputs[0]
     count, m = _stack(x)
-    if not count or not m:
-        return
-    runtime = out.runtime
-    scratch = x.copy()
-    target = out if out.is_contiguous else empty(runtime, out.shape, out.dtype)
-    kern = runtime.kernel(_inverse_source(out.dtype), "inverse")
-    runtime.launch1d(kern, count, np.int32(count), np.int32(m), scratch.buffer,
-                     np.int32(scratch.offset), target.buffer,
-                     np.int32(target.offset))
-    if target is not out:
-        assign(out, target)
+    if count and m:
+        _per_matrix(_inverse_source(out.dtype), "inverse", x, out, count, m)
 
 
 # -- Syevd and Gelqf: refused ------------------------------------------------------------------
 
 
-def _refuse(op: str, what: str):
-    def run(ctx, inputs, outputs, attrs):
-        fallback = getattr(ctx.backend, "fallback", None)
-        if fallback is not None:  # the user asked for host runs with copies
-            fallback.kernel(op)(ctx, inputs, outputs, attrs)
-            return
-        raise BackendError(f"{op} ({what}) has no OpenCL kernel: it cannot run on device "
-                           f"{ctx.backend.device} (backend opencl); run it on the CPU "
-                           f"(mx.cpu()), or set PORTABLE_OPENCL_FALLBACK=1 to run it there "
-                           f"with copies")
-    run.__name__ = f"refuse_{op.rsplit('.', 1)[-1]}"
-    return run
-
-
-kernel("portable.Syevd", half="native")(_refuse("portable.Syevd", "symmetric eigendecomposition"))
-kernel("portable.Gelqf", half="native")(_refuse("portable.Gelqf", "LQ factorisation"))
+for _op, _what in (("portable.Syevd", "symmetric eigendecomposition"),
+                  ("portable.Gelqf", "LQ factorisation")):
+    kernel(_op, half="native")(host_only_kernel(
+        _op, lambda attrs, op=_op, what=_what: f"{op} ({what}) has no OpenCL kernel"))

@@ -158,6 +158,18 @@ def _make_layer(block: type, layers: int, channels: int, stride: int, stage_inde
     return layer
 
 
+def _add_stem(features: HybridSequential, channels: int, thumbnail: bool) -> None:
+    """The stem both ResNet versions share: a 3x3 conv for small images (thumbnail), else a
+    strided 7x7 conv, BatchNorm, ReLU and a 3x3 max pool."""
+    if thumbnail:
+        features.add(_conv3x3(channels, 1, 0))
+    else:
+        features.add(Conv2D(channels, 7, 2, 3, use_bias=False))
+        features.add(BatchNorm())
+        features.add(Activation("relu"))
+        features.add(MaxPool2D(3, 2, 1))
+
+
 def _check_spec(layers: list, channels: list) -> None:
     if len(layers) != len(channels) - 1:
         raise PortableError(f"ResNet: channels must have one entry more than layers, got "
@@ -185,13 +197,7 @@ class ResNetV1(HybridBlock):
         _check_spec(layers, channels)
         with self.name_scope():
             self.features = HybridSequential(prefix="")
-            if thumbnail:
-                self.features.add(_conv3x3(channels[0], 1, 0))
-            else:
-                self.features.add(Conv2D(channels[0], 7, 2, 3, use_bias=False))
-                self.features.add(BatchNorm())
-                self.features.add(Activation("relu"))
-                self.features.add(MaxPool2D(3, 2, 1))
+            _add_stem(self.features, channels[0], thumbnail)
             for i, num_layer in enumerate(layers):
                 self.features.add(_make_layer(block, num_layer, channels[i + 1],
                                               1 if i == 0 else 2, i + 1, channels[i]))
@@ -219,13 +225,7 @@ class ResNetV2(HybridBlock):
         with self.name_scope():
             self.features = HybridSequential(prefix="")
             self.features.add(BatchNorm(scale=False, center=False))
-            if thumbnail:
-                self.features.add(_conv3x3(channels[0], 1, 0))
-            else:
-                self.features.add(Conv2D(channels[0], 7, 2, 3, use_bias=False))
-                self.features.add(BatchNorm())
-                self.features.add(Activation("relu"))
-                self.features.add(MaxPool2D(3, 2, 1))
+            _add_stem(self.features, channels[0], thumbnail)
             in_channels = channels[0]
             for i, num_layer in enumerate(layers):
                 self.features.add(_make_layer(block, num_layer, channels[i + 1],
