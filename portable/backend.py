@@ -39,6 +39,9 @@ class Backend:
 
     name = "abstract"
     xp: Any = None
+    # Whether its arrays are host NumPy arrays, which can hold string tensors (object arrays
+    # of str); a backend without them refuses a plan that would hold one on its device.
+    string_tensors = False
 
     def __init__(self, device: Device, kernels: dict[str, Kernel]) -> None:
         self.device = device

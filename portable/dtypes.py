@@ -1,6 +1,10 @@
 """ONNX TensorProto element types <-> NumPy dtypes, as plain data (no onnx import needed), and
 the tensor types a file may declare: the dtype names and shapes every loader accepts.
 
+bfloat16, float8, float4 and the 4- and 2-bit integers are ml_dtypes' NumPy types, brought in on
+first need (``LOW_PRECISION``): ``ONNX_DTYPES[16]`` imports ml_dtypes, ``import portable`` does
+not. ``is_float`` / ``is_integer`` / ``type_info`` answer for them as for NumPy's own.
+
 A loader reads a dtype name or a shape from a file someone else wrote. ``np.dtype`` parses far
 more than dtype names (``"V99999999999"``, ``"f4,i8"``, ``"(2)f4"``; some strings make it raise
 SyntaxError), and ``np.prod`` of int64 dims wraps around to 0 for ``[2**32, 2**32, 16]``; so
@@ -28,20 +32,155 @@ ONNX_DTYPES: dict[int, np.dtype] = {
     5: np.dtype("int16"), 6: np.dtype("int32"), 7: np.dtype("int64"), 9: np.dtype("bool"),
     10: np.dtype("float16"), 11: np.dtype("float64"), 12: np.dtype("uint32"),
     13: np.dtype("uint64"),
+    # Strings are NumPy object arrays of Python str: the string ops (Equal, StringConcat,
+    # StringSplit, RegexFullMatch, StringNormalizer, TfIdfVectorizer) compute with them on the
+    # host. They hold references, not bytes, so the memory planner keeps them out of its arena
+    # (``is_string``), backends without host arrays refuse them, and no file format reads them.
+    8: np.dtype(object),
 }
 _CODES = {dtype: code for code, dtype in ONNX_DTYPES.items()}
+STRING = np.dtype(object)
+
+
+def is_string(dtype: Any) -> bool:
+    """Whether ``dtype`` is the string element type (ONNX STRING: NumPy object arrays of str)."""
+    return np.dtype(dtype) == STRING
+
+
+# -- low-precision element types (ml_dtypes) -------------------------------------------------------
+
+# bfloat16, the float8 family, float4 and the 4- and 2-bit integers are the NumPy extension types
+# of ml_dtypes (the ones onnx and JAX use). It is an optional dependency, imported on first need
+# (a model or call that names one of these types), so that `import portable` needs NumPy alone.
+# In memory each element takes a whole byte (bfloat16: two); only files pack 4- and 2-bit values.
+LOW_PRECISION: dict[int, str] = {
+    16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2",
+    20: "float8_e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4_e2m1fn", 24: "float8_e8m0fnu",
+    25: "uint2", 26: "int2",
+}
+# Element types packed on the wire (ONNX's layout: the first element in the low bits of a byte).
+PACKED_BITS: dict[int, int] = {21: 4, 22: 4, 23: 4, 25: 2, 26: 2}
+_INTEGER_CODES = frozenset((21, 22, 25, 26))
+_LOW_NAMES = frozenset(LOW_PRECISION.values())
+_LOADED: list[bool] = []  # [True] once ml_dtypes' types are in the tables
+
+
+def _load_low_precision() -> bool:
+    """Add ml_dtypes' types to ONNX_DTYPES and the reverse table; False when it is missing."""
+    if _LOADED:
+        return _LOADED[0]
+    try:
+        import ml_dtypes
+    except ImportError:
+        _LOADED.append(False)
+        return False
+    for code, name in LOW_PRECISION.items():
+        dtype = np.dtype(getattr(ml_dtypes, name))
+        dict.__setitem__(ONNX_DTYPES, code, dtype)
+        _CODES[dtype] = code
+    _LOADED.append(True)
+    return True
+
+
+class _ElementTypes(dict):
+    """ONNX_DTYPES: a dict that brings in ml_dtypes' types the first time a low-precision code
+    is looked up, or the whole table is listed (never at import)."""
+
+    def _full(self) -> "_ElementTypes":
+        _load_low_precision()
+        return self
+
+    def __getitem__(self, code: Any) -> np.dtype:
+        if code in LOW_PRECISION:
+            self._full()
+        return dict.__getitem__(self, code)
+
+    def __contains__(self, code: Any) -> bool:
+        if code in LOW_PRECISION:
+            self._full()
+        return dict.__contains__(self, code)
+
+    def get(self, code: Any, default: Any = None) -> Any:
+        return self[code] if code in self else default
+
+    def __iter__(self):
+        return dict.__iter__(self._full())
+
+    def __len__(self) -> int:
+        return dict.__len__(self._full())
+
+    def keys(self):
+        return dict.keys(self._full())
+
+    def values(self):
+        return dict.values(self._full())
+
+    def items(self):
+        return dict.items(self._full())
+
+    def __repr__(self) -> str:
+        return dict.__repr__(self._full())
+
+
+ONNX_DTYPES = _ElementTypes(ONNX_DTYPES)
+
+
+def low_precision_missing(code: int) -> str | None:
+    """Why element type ``code`` cannot be held here (ml_dtypes is not installed), or None."""
+    if int(code) in LOW_PRECISION and not _load_low_precision():
+        return (f"element type {LOW_PRECISION[int(code)]} needs the ml_dtypes package "
+                f"(pip install ml_dtypes)")
+    return None
+
+
+def is_low_precision(dtype: Any) -> bool:
+    """Whether ``dtype`` is one of ml_dtypes' types (without importing ml_dtypes)."""
+    dtype = np.dtype(dtype)
+    return dtype.name in _LOW_NAMES and dtype.type.__module__.startswith("ml_dtypes")
+
+
+def is_float(dtype: Any) -> bool:
+    """Whether ``dtype`` holds floating-point numbers: NumPy's (kind "f") or ml_dtypes' float
+    types (bfloat16, float8, float4), whose NumPy kind is "V"."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or (is_low_precision(dtype) and
+                                 _CODES.get(dtype) not in _INTEGER_CODES)
+
+
+def is_integer(dtype: Any) -> bool:
+    """Whether ``dtype`` holds integers: NumPy's (kinds "i", "u") or ml_dtypes' int4/uint4/
+    int2/uint2."""
+    dtype = np.dtype(dtype)
+    return dtype.kind in "iu" or (is_low_precision(dtype) and _CODES.get(dtype) in _INTEGER_CODES)
+
+
+def type_info(dtype: Any) -> Any:
+    """``finfo`` or ``iinfo`` of any element type, ml_dtypes' included (NumPy's own refuse
+    them)."""
+    dtype = np.dtype(dtype)
+    if is_low_precision(dtype):
+        import ml_dtypes  # (present: an array of its type exists)
+
+        return ml_dtypes.iinfo(dtype) if is_integer(dtype) else ml_dtypes.finfo(dtype)
+    return np.iinfo(dtype) if dtype.kind in "iu" else np.finfo(dtype)
 
 
 def to_onnx(dtype: Any) -> int:
     """The ONNX element type code of a NumPy dtype."""
+    dtype = np.dtype(dtype)
+    if dtype not in _CODES and is_low_precision(dtype):
+        _load_low_precision()
     try:
-        return _CODES[np.dtype(dtype)]
+        return _CODES[dtype]
     except KeyError:
-        raise ShapeError(f"dtype {np.dtype(dtype)} has no ONNX element type") from None
+        raise ShapeError(f"dtype {dtype} has no ONNX element type") from None
 
 
 def from_onnx(code: int) -> np.dtype:
     """The NumPy dtype of an ONNX element type code."""
+    missing = low_precision_missing(code)
+    if missing is not None:
+        raise ShapeError(f"ONNX {missing}")
     try:
         return ONNX_DTYPES[int(code)]
     except KeyError:
@@ -52,7 +191,9 @@ def from_onnx(code: int) -> np.dtype:
 # -- tensor types read from files ----------------------------------------------------------------
 
 # The dtypes portable computes with, by their NumPy name (what every writer records: ``.name``).
-FILE_DTYPES: dict[str, np.dtype] = {dtype.name: dtype for dtype in ONNX_DTYPES.values()}
+# (NumPy's own types: listing ONNX_DTYPES here would import ml_dtypes with portable.)
+FILE_DTYPES: dict[str, np.dtype] = {dtype.name: dtype for dtype in _CODES
+                                   if dtype != STRING}  # (object arrays: never from bytes)
 # A dimension read from a file is below this, so that sizes and byte offsets computed from it stay
 # exact in int64 arithmetic (NumPy's) whatever the itemsize.
 MAX_DIM = 1 << 62

@@ -17,6 +17,7 @@ class NumpyBackend(Backend):
 
     name = "numpy"
     xp = np
+    string_tensors = True
 
     def describe(self) -> str:
         return f"NumPy {np.__version__} on the host CPU, {len(self.kernels)} kernels"

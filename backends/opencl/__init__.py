@@ -47,7 +47,7 @@ import numpy as np
 
 from portable.backend import Backend, Kernel
 from portable.device import Device
-from portable.errors import MissingDependencyError, MissingKernelError
+from portable.errors import BackendError, MissingDependencyError, MissingKernelError
 
 from backends.opencl import arrayops
 from backends.opencl.allocator import CLArray, arena, arena_view, empty, from_numpy, to_numpy
@@ -56,6 +56,7 @@ from backends.opencl.elementwise import assign
 from backends.opencl.fallback import FallbackRecorder
 from backends.opencl.kernels import kernels
 from backends.opencl.runtime import Runtime
+from backends.opencl.scalars import ctype
 
 # CLArray is the bottom layer and imports nothing that computes; its copies, item assignment
 # and NumPy operators are attached here, once, before any array exists (see ``allocator``).
@@ -125,6 +126,16 @@ class OpenCLBackend(Backend):
             yield
 
     # -- allocator -------------------------------------------------------------------------
+    def dtype_problem(self, dtype: Any) -> str | None:
+        """Why this backend cannot hold ``dtype`` (bfloat16, float8, 4- and 2-bit types have
+        no OpenCL C type), or None."""
+        try:
+            ctype(dtype)
+        except BackendError:
+            return (f"backend {self.name} (device {self.runtime.device.name}) cannot hold "
+                    f"element type {np.dtype(dtype).name}: run it on the cpu device")
+        return None
+
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
         return empty(self.runtime, shape, dtype)
 

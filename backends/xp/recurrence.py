@@ -1,7 +1,7 @@
-"""LSTM and GRU and their backward ops (BPTT) on the host, written once for every backend whose
-arrays follow NumPy's operators (``+ - * @``, slicing, ``xp.where``/``concatenate``/``stack``):
-the NumPy backend runs it on ``numpy.ndarray``, the OpenCL backend on its device arrays, each
-with its own gate activations (``RnnHooks``).
+"""RNN, LSTM and GRU and their backward ops (BPTT) on the host, written once for every backend
+whose arrays follow NumPy's operators (``+ - * @``, slicing, ``xp.where``/``concatenate``/
+``stack``): the NumPy backend runs it on ``numpy.ndarray``, the OpenCL backend on its device
+arrays, each with its own gate activations (``RnnHooks``).
 
 Stages of every kernel:
 1. ``_Problem`` reads the node's inputs as time-major arrays ([T, B, ...], states [D, B, H])
@@ -32,7 +32,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from portable.ops.rnn import GRU_CELL, LSTM_CELL, resolve_activations
+from portable.ops.rnn import GRU_CELL, LSTM_CELL, RNN_CELL, resolve_activations
 
 
 class RnnHooks(NamedTuple):
@@ -158,6 +158,40 @@ class _Problem:
         db = xp.concatenate([flat_w.sum(0), da_r.reshape(-1, gh).sum(0)])
         dx = (flat_w @ self.w[d]).reshape(x.shape)
         return dx, dw, dr, db
+
+
+# -- RNN (one gate block: H_t = f(X_t W^T + H_{t-1} R^T + Wb + Rb)) -------------------------
+
+
+def _rnn_forward(p: _Problem, d: int, x, keep: bool):
+    xp, (T, B), H = p.xp, x.shape[:2], p.hidden
+    (f,) = p.acts[d]
+    xw = p.project(x, d, p.wb[d] + p.rb[d])
+    hs = xp.empty((T + 1, B, H), x.dtype)
+    hs[0] = p.initial[0][d]
+    ys = xp.empty((T, B, H), x.dtype)
+    pre = xp.empty((T, B, H), x.dtype) if keep else None
+    for t in range(T):
+        a = xw[t] + hs[t] @ p.r[d].T
+        if keep:
+            pre[t] = a
+        p.advance(t, (hs,), (f(a),), ys)
+    return ys, (hs[T],), (hs, pre)
+
+
+def _rnn_backward(p: _Problem, d: int, x, cache, dys, dfinal):
+    xp, T = p.xp, x.shape[0]
+    (f,) = p.acts[d]
+    hs, pre = cache
+    da = xp.empty_like(pre)
+    (dh,) = dfinal
+    for t in reversed(range(T)):
+        dh = dh + dys[t]
+        # hs[t + 1] is f(pre[t]) wherever the step is valid; keep_valid drops the rest
+        da_t = f.backward(pre[t], hs[t + 1], dh)
+        da[t], dh = p.keep_valid(t, (da_t, da_t @ p.r[d]), (xp.zeros_like(da_t), dh))
+    grads = p.weight_grads(x, d, da, da, [(slice(None), hs[:-1])])
+    return grads, (dh,), None
 
 
 # -- LSTM (gate blocks i, o, f, c) -------------------------------------------------------------
@@ -349,12 +383,14 @@ def _backward_kernel(cell, run, back, hooks: RnnHooks):
 
 
 def register_rnn_kernels(kernel: Callable[[str], Callable], hooks: RnnHooks) -> None:
-    """Register LSTM, GRU and their gradients with a backend's kernel table.
+    """Register RNN, LSTM, GRU and their gradients with a backend's kernel table.
 
     Args:
         kernel: the table's decorator factory (``kernel(op_name)(fn)``).
         hooks: the backend's gate activations and device-to-host copy.
     """
+    kernel("RNN")(_forward_kernel(RNN_CELL, _rnn_forward, hooks))
+    kernel("portable.RNNGrad")(_backward_kernel(RNN_CELL, _rnn_forward, _rnn_backward, hooks))
     kernel("LSTM")(_forward_kernel(LSTM_CELL, _lstm_forward, hooks))
     kernel("GRU")(_forward_kernel(GRU_CELL, _gru_forward, hooks))
     kernel("portable.LSTMGrad")(_backward_kernel(LSTM_CELL, _lstm_forward, _lstm_backward,

@@ -79,7 +79,7 @@ class PortableRep(BackendRep):
         use."""
         values = {name: array for name, array in feeds.items()
                   if specialised(array) or name in self._shape_feeds}
-        key = tuple((array.shape, array.tobytes() if name in values else None)
+        key = tuple((array.shape, _value_key(array) if name in values else None)
                     for name, array in feeds.items())
         plan = self._plans.pop(key, None)
         if plan is None:
@@ -102,7 +102,10 @@ class PortableRep(BackendRep):
         plan = self.plan(feeds)
         backend = self.device.backend
         try:
-            outputs = plan.run({name: backend.from_numpy(array) for name, array in feeds.items()})
+            # (inputs planned with their values are constants of the plan: not copied again)
+            running = set(plan.graph.input_names)
+            outputs = plan.run({name: backend.from_numpy(array) for name, array in feeds.items()
+                                if name in running})
             backend.synchronize()
             host = [np.array(backend.to_numpy(out), copy=True) for out in outputs]
         except MemoryError as exc:
@@ -122,6 +125,12 @@ def _shape_feeds(graph: Graph) -> set[str]:
             if index < len(node.inputs) and node.inputs[index] in names:
                 found.add(node.inputs[index])
     return found
+
+
+def _value_key(array: np.ndarray) -> Any:
+    """What identifies a value planned with its value: its bytes, or for a string tensor (an
+    object array, whose bytes are references) its strings."""
+    return tuple(array.reshape(-1).tolist()) if array.dtype == object else array.tobytes()
 
 
 def specialised(array: np.ndarray) -> bool:

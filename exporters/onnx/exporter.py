@@ -5,9 +5,11 @@ statistics become inputs only, Dropout turns off) and drop the ops that do nothi
 infer every type and the values known from parameters and constants; then lower node by node:
 an op that the target opset lacks (private ops, ops newer than the opset) is replaced by its
 decomposition (``decompositions.py``), whose nodes are lowered in turn, and every ONNX op is
-written at the version the target opset means (``versions.convert``); finally build the
-ModelProto (parameters and constants as initializers, symbolic dims where asked) and run the
-ONNX checker.
+written at the version the target opset means (``versions.convert``); ops of the other
+standard domains (``ai.onnx.ml.Binarizer``, ``ai.onnx.preview.training.Adam``) are written with
+their domain at its newest opset that portable knows, which the model then imports; finally
+build the ModelProto (parameters and constants as initializers, symbolic dims where asked) and
+run the ONNX checker.
 
 Example:
     >>> model = export_model(symbol, params, "mlp.onnx", input_shapes={"data": (1, 784)})
@@ -30,7 +32,7 @@ from portable.errors import (BindError, OpError, PortableError, SerializationErr
                              UnknownOpError)
 from portable.io.atomic import atomic_write_bytes
 from portable.io.exporters import register_exporter
-from portable.io.onnx import versions
+from portable.io.onnx import schemas, versions
 from portable.io.onnx.steps import RewriteContext
 from portable.ir.graph import Graph, Node, TensorType
 from portable.ops import registry
@@ -228,7 +230,8 @@ def _lower(graph: Graph, opset: int, info: TypeInfo, data: set[str]
                                                        if o):
             renamed[node.outputs[0]] = node.inputs[0]
             continue
-        version = versions.op_version(node.op, opset) if op.onnx is not None else None
+        version = versions.op_version(node.op, _domain_opset(node.domain, opset)) \
+            if op.onnx is not None else None
         if version is None:
             emitted, results = _decompose(node, ctx)
             for out, result in zip(node.outputs, results):
@@ -252,13 +255,20 @@ def _lower(graph: Graph, opset: int, info: TypeInfo, data: set[str]
     return lowered, ctx, outputs
 
 
+def _domain_opset(domain: str, opset: int) -> int:
+    """The opset a node of ``domain`` is written at: the target for ai.onnx, the newest that
+    portable knows for the other standard domains (their canonical forms are their newest)."""
+    return opset if not domain else schemas.newest_opset(domain)
+
+
 def _decompose(node: Node, ctx: _Context) -> tuple[list[Node], list[str | None]]:
     # An op declaration may carry its own decomposition (the ``decompose`` facet: a custom
     # op's refusal names its type); the exporter's table covers the rest.
     rule = registry.get(node.op).decompose or DECOMPOSITIONS.get(node.op)
     if rule is None:
-        first = None if node.domain else versions.first_version(node.op)
-        why = "it is private to portable" if node.domain else \
+        private = registry.get(node.op).private
+        first = None if private else versions.first_version(node.op)
+        why = "it is private to portable" if private else \
             f"ai.onnx opset {ctx.opset} predates it"
         raise UnknownOpError(f"node {node.name!r} (op {node.op}) has no ONNX form at opset "
                              f"{ctx.opset} ({why}) and no decomposition into ONNX ops"
@@ -313,7 +323,10 @@ def _build(graph: Graph, nodes: list[Node], ctx: _Context, outputs: list[str],
     typed = [protos.value_info(name, ctx.info.types[name],
                                dims_of(name, ctx.info.types[name], False)) for name in outputs]
     onnx_graph = helper.make_graph(protos_out, graph.name, inputs, typed, initializers)
-    model = helper.make_model(onnx_graph, opset_imports=[helper.make_opsetid("", opset)],
+    domains = sorted({node.domain for node in nodes if node.domain})
+    imports = [helper.make_opsetid("", opset)] + [
+        helper.make_opsetid(domain, _domain_opset(domain, opset)) for domain in domains]
+    model = helper.make_model(onnx_graph, opset_imports=imports,
                               producer_name="portable", producer_version=portable.__version__)
     model.ir_version = helper.find_min_ir_version_for(model.opset_import)
     return model
@@ -321,11 +334,13 @@ def _build(graph: Graph, nodes: list[Node], ctx: _Context, outputs: list[str],
 
 def _node_proto(node: Node, name: str, opset: int) -> onnx.NodeProto:
     op = node.op[len("onnx:"):] if node.op.startswith("onnx:") else node.op
-    schema = versions.schema(op, versions.op_version(op, opset))
+    schema = versions.schema(op, versions.op_version(op, _domain_opset(node.domain, opset)))
     where = f"node {node.name!r} (op {op})"
     for text in (name, *node.inputs, *node.outputs, *node.attrs):
         _text(text, where)
-    proto = helper.make_node(op, list(node.inputs), list(node.outputs), name=name)
+    # (ops of the other standard domains are named "<domain>.<op_type>")
+    proto = helper.make_node(op.rsplit(".", 1)[-1], list(node.inputs), list(node.outputs),
+                             name=name, domain=node.domain or None)
     for key, value in node.attrs.items():
         if value is None:
             continue

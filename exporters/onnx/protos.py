@@ -13,7 +13,11 @@ from portable.ir.graph import TensorType
 
 
 def array_to_tensor(array: np.ndarray, name: str) -> TensorProto:
-    """A TensorProto holding ``array`` (its dtype must have an ONNX element type)."""
+    """A TensorProto holding ``array`` (its dtype must have an ONNX element type).
+
+    ml_dtypes' types are written as onnx writes them: bfloat16 and float8 as their bytes,
+    int4/uint4/float4e2m1 two to a byte and int2/uint2 four to a byte, the first element in
+    the low bits (``portable.io.onnx.reading`` reads that layout back without onnx)."""
     array = np.asarray(array)
     to_onnx(array.dtype)  # raises ShapeError naming the dtype when ONNX has none
     return numpy_helper.from_array(np.asarray(array, order="C"), name)

@@ -40,7 +40,9 @@ import numpy as np
 from portable import profiler, random
 from portable.backend import KernelContext
 from portable.device import Device
-from portable.errors import BindError, MemoryBudgetError, PortableError, ShapeError
+from portable.dtypes import is_string
+from portable.errors import (BackendError, BindError, MemoryBudgetError, MissingKernelError,
+                             PortableError, ShapeError)
 from portable.ir.graph import Graph, Node, TensorType
 from portable.ops import registry
 from portable.passes.fold_constants import bounded_pipeline
@@ -127,9 +129,11 @@ class CompiledGraph:
         if optimize != "none":
             from portable.passes.pipeline import PIPELINE, optimize as run_pipeline
 
-            # With a budget, folding never computes a value the budget could not hold.
-            passes = PIPELINE if memory_budget is None else \
-                bounded_pipeline(PIPELINE, memory_budget)
+            # With a budget, folding never computes a value the budget could not hold; weights
+            # stay as stored where the device holds their dtype.
+            problem = getattr(device.backend, "dtype_problem", None)
+            passes = bounded_pipeline(PIPELINE, memory_budget,
+                                      holds=lambda dtype: problem is None or not problem(dtype))
             graph = run_pipeline(graph, optimize, input_types=input_types,
                                  protected=tuple(keep) + tuple((state_updates or {}).values()),
                                  passes=passes)
@@ -160,6 +164,8 @@ class CompiledGraph:
                 self.steps.append(Step(node, None, attrs, True, index))
                 continue
             self.steps.append(Step(node, self.backend.kernel(node.op), attrs, False, index))
+        self._check_strings(graph, kept)
+        self._check_element_types(graph, kept)
         scratch, sizes = kernel_workspace(graph, self.info, self.backend)
         self.plan: MemoryPlan = plan_memory(graph, self.info, strategy=plan, keep=keep,
                                             state_updates=self.state_updates,
@@ -181,10 +187,48 @@ class CompiledGraph:
         for name, offset in self.plan.offsets.items():
             type_ = self.info.types[name]
             self.buffers[name] = self.backend.view(self.arena, offset, type_.shape, type_.dtype)
+        # String tensors hold references to Python str, not bytes: the planner leaves them out
+        # of the arena, and each computed one gets its own host object array here, once, so
+        # that kernels still write into a preallocated output (_check_strings has refused
+        # backends whose arrays are not host arrays).
+        for step in self.steps:
+            for name in ([] if step.view else step.node.outputs):
+                if name and name not in self.buffers and is_string(self.info.types[name].dtype):
+                    self.buffers[name] = np.empty(self.info.types[name].shape, dtype=object)
         # values computed in place inside a state input's array (views are made at run time)
         views = {step.node.outputs[0] for step in self.steps if step.view}
         self._in_state = {value: state for value, state in self.plan.aliases.items()
                           if value not in views}
+
+    def _check_strings(self, graph: Graph, kept: Mapping[str, Any]) -> None:
+        """Refuse a string tensor that a run would hold on a backend without host arrays
+        (OpenCL, CUDA): a fed input, a kept constant or a computed value. Strings folded while
+        planning never reach the device."""
+        if getattr(self.backend, "string_tensors", False):
+            return
+        held = [name for name, _ in graph.inputs] + list(kept)
+        held += [name for step in self.steps for name in step.node.outputs if name]
+        for name in held:
+            type_ = self.info.types.get(name)
+            if type_ is not None and is_string(type_.dtype):
+                raise MissingKernelError(
+                    f"graph {graph.name!r}: tensor {name!r} is a string tensor ({type_!r}); "
+                    f"backend {self.backend.name} (device {self.device}) holds no string "
+                    f"tensors: run string ops on the cpu device")
+
+    def _check_element_types(self, graph: Graph, kept: Mapping[str, Any]) -> None:
+        """Refuse, before anything is allocated, a tensor whose element type the backend
+        cannot hold (OpenCL has no bfloat16, float8 or 4- and 2-bit types), naming it."""
+        problem = getattr(self.backend, "dtype_problem", None)
+        if problem is None:
+            return
+        held = [name for name, _ in graph.inputs] + list(kept)
+        held += [name for step in self.steps for name in step.node.outputs if name]
+        for name in held:
+            type_ = self.info.types.get(name)
+            why = None if type_ is None else problem(type_.dtype)
+            if why is not None:
+                raise BackendError(f"graph {graph.name!r}: tensor {name!r} ({type_!r}): {why}")
 
     @property
     def constant_bytes(self) -> int:

@@ -10,8 +10,33 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from portable.dtypes import is_string
 from portable.errors import BindError
 from portable.ir.graph import TensorType
+
+
+def string_array(array: np.ndarray) -> np.ndarray:
+    """A string tensor as portable holds one: an object array of str. NumPy's fixed-width
+    ``str_`` arrays convert; bytes (``bytes_`` arrays or bytes objects) are decoded as UTF-8,
+    as ONNX stores strings.
+
+    Raises:
+        BindError: an element is neither str nor UTF-8 bytes.
+    """
+    if array.dtype.kind == "U":
+        return array.astype(object)
+    out = np.empty(array.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, item in enumerate(array.reshape(-1).tolist()):
+        if isinstance(item, bytes):
+            try:
+                item = item.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise BindError(f"string element {i} is not UTF-8: {exc}") from None
+        elif not isinstance(item, str):
+            raise BindError(f"string element {i} is a {type(item).__name__}, not a str")
+        flat[i] = item
+    return out
 
 
 def check_feeds(inputs: Any, types: Mapping[str, TensorType], *, cast: bool = False,
@@ -49,6 +74,11 @@ def check_feeds(inputs: Any, types: Mapping[str, TensorType], *, cast: bool = Fa
         if name not in given:
             raise BindError(f"{label}: input {name!r} was not given")
         array, want = np.asarray(given[name]), types[name]
+        if is_string(want.dtype) and array.dtype.kind in "USO":
+            try:
+                array = string_array(array)
+            except BindError as exc:
+                raise BindError(f"{label}: input {name!r}: {exc}") from None
         if array.dtype != want.dtype:
             if not (cast and array.dtype.kind == want.dtype.kind == "f"):
                 raise BindError(f"{label}: input {name!r} has dtype {array.dtype}; it "

@@ -5,9 +5,16 @@ from portable.ops import conv, elementwise, linalg, loss, movement, nn, reduce, 
 # (these build on the families above)
 from portable.ops import (bitwise, indexing, layout, optim, quantize, resize,  # noqa: F401
                           unary_math)
+from portable.ops import signal  # noqa: F401
 from portable.ops import fused  # noqa: F401  (after the families whose ops it combines)
 from portable.ops import custom  # noqa: F401  (Python ops: mx.operator.CustomOp)
 from portable.ops import mxnet_outputs  # noqa: F401
+from portable.ops import ml, random  # noqa: F401  (ai.onnx.ml; random ops)
+from portable.ops import sampling  # noqa: F401
+from portable.ops import sequence_mixing  # noqa: F401
+from portable.ops import attention  # noqa: F401
+from portable.ops import crop, normalization_extra, pooling_extra  # noqa: F401
+from portable.ops import integer_linear, strings  # noqa: F401
 from portable.ops.registry import Attr, InferContext, OpDef, declare, get, ops
 
 __all__ = ["Attr", "InferContext", "OpDef", "declare", "get", "ops"]

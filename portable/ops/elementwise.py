@@ -10,8 +10,10 @@ import math
 
 import numpy as np
 
-from portable.dtypes import ONNX_DTYPES, to_onnx
+from portable.dtypes import (ONNX_DTYPES, PACKED_BITS, is_float, low_precision_missing,
+                             to_onnx)
 from portable.ir.graph import TensorType
+from portable.ops.quantize import ROUND_MODES
 from portable.ops.registry import Attr, declare
 from portable.ops.rules import (broadcast_elementwise, broadcast_shapes, broadcast_to_bool,
                                 dtypes_of, require_float, same_as_input, same_dtype)
@@ -419,40 +421,79 @@ declare("Identity", inputs=("input",), outputs=("output",), infer=same_as_input,
         onnx_since=21, grad=_identity_grad, view=True)
 
 
-def _cast_infer(ctx):
+def _target_dtype(ctx) -> np.dtype:
     to = ctx.attrs["to"]
+    missing = low_precision_missing(to)
+    if missing is not None:
+        ctx.fail(f"attribute to={to}: {missing}")
     if to not in ONNX_DTYPES:
         ctx.fail(f"attribute to={to} is not a supported ONNX element type")
-    return [TensorType(ctx.shape(0), ONNX_DTYPES[to])]
+    return ONNX_DTYPES[to]
 
 
 def _cast_dtype(ctx):
-    if ctx.attrs["to"] not in ONNX_DTYPES:
-        ctx.fail(f"attribute to={ctx.attrs['to']} is not a supported ONNX element type")
-    return [ONNX_DTYPES[ctx.attrs["to"]]]
+    if ctx.attrs["round_mode"] not in ROUND_MODES:
+        ctx.fail(f"round_mode must be one of {list(ROUND_MODES)}, got "
+                 f"{ctx.attrs['round_mode']!r}")
+    return [_target_dtype(ctx)]
+
+
+def _cast_infer(ctx):
+    target = _cast_dtype(ctx)[0]
+    if (target == object) != (ctx.dtype(0) == object):  # (object: the string element type)
+        ctx.fail(f"casting {ctx.dtype(0).name} to {target.name}: casts to and from string "
+                 f"tensors are not implemented")
+    return [TensorType(ctx.shape(0), target)]
 
 
 def _cast_grad(g, dys):
     (x,) = g.inputs
-    if g.dtype(x).kind != "f":
+    if not is_float(g.dtype(x)):
         return [None]
     return [g.emit("Cast", dys[0], to=to_onnx(g.dtype(x)))]
 
 
-declare("Cast", inputs=("input",), outputs=("output",), infer=_cast_infer, onnx_since=21,
-        attrs={"to": Attr("int"), "saturate": Attr("int", 1)}, grad=_cast_grad,
-        fusion="elementwise", dtype_rule=_cast_dtype)
+# saturate: out-of-range values become the largest finite float8 (else inf or NaN, as the type
+# has them); round_mode: how a float rounds to float8e8m0 (a power of two)
+_CAST_ATTRS = {"saturate": Attr("int", 1), "round_mode": Attr("string", "up")}
+declare("Cast", inputs=("input",), outputs=("output",), infer=_cast_infer, onnx_since=25,
+        attrs={"to": Attr("int"), **_CAST_ATTRS}, grad=_cast_grad,
+        fusion="elementwise", dtype_rule=_cast_dtype, widens_weights=True)
 
 
 def _cast_like_grad(g, dys):
     x = g.inputs[0]
-    if g.dtype(x).kind != "f":
+    if not is_float(g.dtype(x)):
         return [None, None]
     return [g.emit("Cast", dys[0], to=to_onnx(g.dtype(x))), None]
 
 
 # Cast to the element type of a second tensor (whose values are never read)
 declare("CastLike", inputs=("input", "target_type"), outputs=("output",),
-        infer=lambda ctx: [TensorType(ctx.shape(0), ctx.dtype(1))], onnx_since=21,
-        attrs={"saturate": Attr("int", 1)}, grad=_cast_like_grad, nondiff_inputs=(1,),
-        ignored_inputs=(1,), dtype_rule=dtypes_of(1, inputs=()))
+        infer=lambda ctx: [TensorType(ctx.shape(0), ctx.dtype(1))], onnx_since=25,
+        attrs=_CAST_ATTRS, grad=_cast_like_grad, nondiff_inputs=(1,),
+        ignored_inputs=(1,), dtype_rule=dtypes_of(1, inputs=()), widens_weights=True)
+
+
+def _bits(dtype: np.dtype) -> int:
+    """The width of one element in ONNX (4- and 2-bit types take a byte in memory)."""
+    return PACKED_BITS.get(to_onnx(dtype), 8 * dtype.itemsize)
+
+
+def _bitcast_dtype(ctx):
+    return [_target_dtype(ctx)]
+
+
+def _bitcast_infer(ctx):
+    out, given = _target_dtype(ctx), ctx.dtype(0)
+    if object in (out, given):  # (object: the string element type, which has no bits)
+        ctx.fail(f"BitCast of string tensors is not defined ({given.name} to {out.name})")
+    if _bits(given) != _bits(out):
+        ctx.fail(f"BitCast keeps the bits: {given.name} ({_bits(given)} bits) and {out.name} "
+                 f"({_bits(out)} bits) differ in width")
+    return [TensorType(ctx.shape(0), out)]
+
+
+# The same bits read as another element type of the same width (not differentiable)
+declare("BitCast", inputs=("input",), outputs=("output",), infer=_bitcast_infer, onnx_since=26,
+        attrs={"to": Attr("int")}, dtype_rule=_bitcast_dtype)

@@ -26,7 +26,9 @@ over it (``inplace``), which is how ``Optimizer.push_update`` runs them: ``out=`
 and state arrays themselves. The step's scalars (learning rate, weight decay, step count,
 gradient rescale and clip) are ``runtime_attrs``: they change on every call (learning-rate
 schedules, the step count) without a new type inference or a new compiled kernel (the OpenCL
-kernels take them as arguments). Not differentiable; never exported (private domain).
+kernels take them as arguments). Not differentiable; never exported (private domain). The
+ONNX training ops (Momentum, Adagrad, Adam of ai.onnx.preview.training, at the end) share
+these formulas.
 
 Example:
     >>> from portable.ndarray.invoke import invoke                          # doctest: +SKIP
@@ -36,8 +38,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from portable.ir.graph import TensorType
-from portable.ops.registry import Attr, InferContext, declare
+from portable.ops.registry import Attr, DtypeContext, InferContext, declare
 
 # The scalars of one step, read by kernels only: never part of a type rule or a program.
 _STEP_ATTRS = {"lr": Attr("float"), "wd": Attr("float", 0.0),
@@ -103,3 +107,110 @@ _declare_update("RMSPropUpdate", ("var", "mean?", "mom?"),
                 "RMSProp step; centered when the gradient mean is given.")
 _declare_update("AdaGradUpdate", ("history",), {"epsilon": Attr("float", 1e-7)},
                 "AdaGrad step.")
+
+# -- the ONNX training ops (domain ai.onnx.preview.training) --------------------------------
+#
+# Momentum, Adagrad and Adam update any number of tensors at once: inputs (R, T, X1..Xn,
+# G1..Gn, states1..n...) and outputs (X1_new..Xn_new, states_new...), R the learning rate and T
+# the update count (scalars). Their formulas, with g = norm_coefficient * x + grad:
+# - Adagrad: r = R / (1 + T decay_factor); h += g g; x -= r g / (sqrt(h) + epsilon), which is
+#   ``portable.AdaGradUpdate`` with lr = r and wd = norm_coefficient;
+# - Adam: v = alpha v + (1 - alpha) g; h = beta h + (1 - beta) g g; x -= r' v / (sqrt(h) +
+#   epsilon), r' = bias_corrected_lr(R, T, alpha, beta) when T > 0 and R at T = 0, then
+#   x *= 1 - norm_coefficient_post: ``portable.AdamUpdate``'s steps with that step size;
+# - Momentum: v = alpha v + b g (b = beta, or 1 at T = 0); standard: x -= R v; nesterov:
+#   x -= R (g + alpha v).
+# Not differentiable. Kernels read R and T on the host (they are step scalars).
+
+TRAINING = "ai.onnx.preview.training"
+
+
+def onnx_adam_step_size(r: float, t: int, alpha: float, beta: float) -> float:
+    """ONNX Adam's step size: bias-corrected from the first update on (T > 0), else R."""
+    return bias_corrected_lr(r, t, alpha, beta) if t > 0 else r
+
+
+def training_groups(ctx_or_count: "InferContext | int", states: int) -> int:
+    """How many tensors a training op updates: its inputs after R and T come in
+    ``2 + states`` groups (X, G, then each state) of that many each."""
+    count = ctx_or_count if isinstance(ctx_or_count, int) else len(ctx_or_count) - 2
+    per = 2 + states
+    return count // per if count > 0 and count % per == 0 else 0
+
+
+def _training_infer(states: int):
+    def infer(ctx: InferContext) -> list[TensorType]:
+        n = training_groups(ctx, states)
+        if not n:
+            ctx.fail(f"after R and T the inputs must be {2 + states} equal groups (X, G"
+                     f"{', and the optimizer states' if states else ''}), got {len(ctx) - 2}")
+        for index, what in ((0, "R (the learning rate)"), (1, "T (the update count)")):
+            if ctx.type(index).size != 1:
+                ctx.fail(f"{what} must be a scalar, got {ctx.type(index)!r}")
+        if ctx.dtype(0).kind != "f" or ctx.dtype(1) != np.int64:
+            ctx.fail(f"R must be floating point and T int64, got {ctx.dtype(0).name} and "
+                     f"{ctx.dtype(1).name}")
+        if len(ctx.node.outputs) != n * (1 + states):
+            ctx.fail(f"{n} updated tensors need {n * (1 + states)} outputs, the node has "
+                     f"{len(ctx.node.outputs)}")
+        if ctx.attrs.get("mode", "standard") not in ("standard", "nesterov"):
+            ctx.fail(f"mode must be 'standard' or 'nesterov', got {ctx.attrs['mode']!r}")
+        outputs = []
+        for k in range(n):
+            x = ctx.type(2 + k)
+            if x.dtype.kind != "f":
+                ctx.fail(f"X{k + 1} must be floating point, got {x!r}")
+            for group in range(1, 2 + states):
+                other = ctx.type(2 + group * n + k)
+                if other != x:
+                    ctx.fail(f"input #{2 + group * n + k} {other!r} must have X{k + 1}'s type "
+                             f"{x!r}")
+        for group in (0,) + tuple(range(2, 2 + states)):
+            outputs += [ctx.type(2 + group * n + k) for k in range(n)]
+        return outputs
+    return infer
+
+
+def _training_dtypes(ctx: DtypeContext) -> list[np.dtype | None]:
+    """Every output takes the dtype of the tensor it updates (X_k for the new X_k and its
+    states); R and T keep their own."""
+    n_out, n_in = len(ctx.outputs), len(ctx.inputs) - 2
+    if n_out == 0 or n_in <= 0:
+        return [None] * n_out
+    # n tensors, each with (1 + states) outputs and (2 + states) inputs: n = n_in - n_out.
+    n = n_in - n_out
+    if n <= 0 or n_out % n:
+        ctx.fail(f"{n_in} tensor inputs and {n_out} outputs do not form update groups")
+    states = n_out // n - 1
+    result: list[np.dtype | None] = []
+    for k in range(n):
+        ctx.unify([2 + group * n + k for group in range(2 + states)])
+    for group in (0,) + tuple(range(2, 2 + states)):
+        result += [ctx.dtype(2 + group * n + k) for k in range(n)]
+    return result
+
+
+_TRAINING_BASE = {"norm_coefficient": Attr("float", 0.0)}
+
+declare("Adagrad", domain=TRAINING, inputs=("R", "T", "inputs*"), outputs=("outputs*",),
+        infer=_training_infer(1), onnx_since=1, nondiff_inputs=(0, 1),
+        dtype_rule=_training_dtypes,
+        attrs={"decay_factor": Attr("float", 0.0), "epsilon": Attr("float", 1e-6),
+               **_TRAINING_BASE},
+        doc="ONNX Adagrad over n tensors: inputs (R, T, X.., G.., H..), outputs (X_new.., "
+            "H_new..).")
+declare("Adam", domain=TRAINING, inputs=("R", "T", "inputs*"), outputs=("outputs*",),
+        infer=_training_infer(2), onnx_since=1, nondiff_inputs=(0, 1),
+        dtype_rule=_training_dtypes,
+        attrs={"alpha": Attr("float", 0.9), "beta": Attr("float", 0.999),
+               "epsilon": Attr("float", 1e-6), "norm_coefficient_post": Attr("float", 0.0),
+               **_TRAINING_BASE},
+        doc="ONNX Adam over n tensors: inputs (R, T, X.., G.., V.., H..), outputs (X_new.., "
+            "V_new.., H_new..).")
+declare("Momentum", domain=TRAINING, inputs=("R", "T", "inputs*"), outputs=("outputs*",),
+        infer=_training_infer(1), onnx_since=1, nondiff_inputs=(0, 1),
+        dtype_rule=_training_dtypes,
+        attrs={"alpha": Attr("float"), "beta": Attr("float"), "mode": Attr("string"),
+               "norm_coefficient": Attr("float")},
+        doc="ONNX Momentum (mode 'standard' or 'nesterov') over n tensors: inputs (R, T, "
+            "X.., G.., V..), outputs (X_new.., V_new..).")

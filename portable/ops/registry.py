@@ -36,6 +36,9 @@ Defaults of facets left out:
   and those not known yet (a layer's parameters) take it. An op whose outputs differ declares a
   rule over a DtypeContext; ``tests/symbol/test_dtype_inference.py`` checks every op's rule
   against its type rule on the op table's cases.
+- ``widens_weights=False``: when True (DequantizeLinear, Cast), a node that reads a graph weight
+  and widens it (int8 or int4 to float32) is not constant-folded: the weight stays as stored and
+  is widened per use into planned workspace (``portable/passes/fold_constants.py``).
 - ``onnx``: ONNX ops are exported under their own name; private ops (domain ``portable``) are
   never exported as such.
 """
@@ -48,7 +51,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from portable.errors import OpAttributeError, OpError, UnknownOpError
-from portable.ir.graph import PRIVATE_DOMAIN, Node, TensorType
+from portable.ir.graph import ONNX_EXTRA_DOMAINS, PRIVATE_DOMAIN, Node, TensorType
 
 REQUIRED = object()
 ATTR_KINDS = ("int", "float", "string", "ints", "floats", "strings", "tensor")
@@ -118,11 +121,17 @@ class OpDef:
     runtime_attrs: tuple[str, ...] = ()
     decompose: Callable | None = None
     dtype_rule: Callable[["DtypeContext"], Sequence[np.dtype | None]] | None = None
+    widens_weights: bool = False
     doc: str = ""
 
     @property
     def domain(self) -> str:
         return self.name.rsplit(".", 1)[0] if "." in self.name else ""
+
+    @property
+    def private(self) -> bool:
+        """Whether the op is portable's own (never read from or written to ONNX files)."""
+        return self.domain == PRIVATE_DOMAIN
 
     @property
     def short_name(self) -> str:
@@ -332,9 +341,12 @@ def declare(name: str, *, inputs: Sequence[str], outputs: Sequence[str],
         inputs: input names; a trailing ``?`` marks optional, ``*`` variadic (last only).
         outputs: output names, with the same markers.
         infer: the type rule ``InferContext -> [TensorType | None per output]``.
-        domain: ``""`` for ONNX ops, ``"portable"`` for private ones.
+        domain: ``""`` for ai.onnx ops, ``"portable"`` for private ones, or one of the other
+            standard ONNX domains (``ai.onnx.ml``, ``ai.onnx.preview.training``), whose ops are
+            named ``"<domain>.<name>"`` and are ONNX ops of that domain.
         attrs: attribute schema.
-        onnx_since: the ONNX opset version of our canonical form (ONNX ops only).
+        onnx_since: the ONNX opset version (of the op's domain) of our canonical form (ONNX
+            ops only).
         **facets: any other OpDef field (grad, inplace, view, fusion, ...).
 
     Returns:
@@ -344,13 +356,13 @@ def declare(name: str, *, inputs: Sequence[str], outputs: Sequence[str],
         >>> declare("Relu", inputs=("X",), outputs=("Y",), infer=same_as_input,
         ...         onnx_since=14, fusion="elementwise")  # doctest: +SKIP
     """
-    if domain not in ("", PRIVATE_DOMAIN):
+    if domain not in ("", PRIVATE_DOMAIN) + ONNX_EXTRA_DOMAINS:
         raise ValueError(f"unknown domain {domain!r}")
     qualified = f"{domain}.{name}" if domain else name
     if qualified in ops:
         raise ValueError(f"op {qualified} is declared twice")
     onnx = None
-    if not domain:
+    if domain != PRIVATE_DOMAIN:
         if onnx_since is None:
             raise ValueError(f"ONNX op {name} needs onnx_since")
         onnx = OnnxSpec(onnx_since, name)

@@ -5,8 +5,9 @@ Interpolation is separable, so every backend runs the same plan: for each resize
 neighbour for nearest, 2 for linear, 4 for cubic), indices clamped to the axis (edge padding)
 and, for ``tf_crop_and_resize``, positions outside the crop set to ``extrapolation_value``.
 :func:`axis_plan` computes those indices and weights on the host, with NumPy, from the
-attributes and the axis lengths alone. Antialiased downsampling is not supported (refused
-naming the node). Not differentiable.
+attributes and the axis lengths alone. Antialiased downsampling (``antialias=1``, linear and
+cubic) widens the kernel by 1/scale, so an axis then has more taps, normalised to sum to one,
+as onnx.reference's ``op_resize.py`` does. Not differentiable.
 """
 from __future__ import annotations
 
@@ -77,6 +78,23 @@ def _taps(kernel: str, ratio: np.ndarray, nearest_mode: str, a: float) -> np.nda
                      ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a], axis=1)
 
 
+def _antialias_taps(kernel: str, ratio: np.ndarray, scale: float, a: float) -> np.ndarray:
+    """The linear (triangle) or cubic kernel stretched by 1/scale when downsampling, sampled
+    at every input position it reaches: ``2 * ceil(reach / scale)`` taps, the first one
+    ``-(taps // 2 - 1)`` positions from the left neighbour, each row normalised to sum 1."""
+    scale = min(scale, 1.0)
+    reach = 1 if kernel == "linear" else 2  # the kernel's support is [-reach, reach]
+    start = int(np.floor(-reach / scale) + 1)
+    offsets = np.arange(start, 2 - start, dtype=np.float64)
+    t = np.abs((offsets[None, :] - ratio[:, None]) * scale)
+    if kernel == "linear":
+        weight = np.clip(1 - t, 0, 1)
+    else:
+        weight = np.where(t <= 1, ((a + 2) * t - (a + 3)) * t * t + 1,
+                          np.where(t < 2, ((a * t - 5 * a) * t + 8 * a) * t - 4 * a, 0.0))
+    return weight / weight.sum(axis=1, keepdims=True)
+
+
 def axis_plan(attrs: dict, axis: int, in_len: int, out_len: int, scale: float,
               roi: tuple[float, float] | None = None) -> AxisPlan:
     """The indices and weights that resize one axis from ``in_len`` to ``out_len``."""
@@ -85,7 +103,10 @@ def axis_plan(attrs: dict, axis: int, in_len: int, out_len: int, scale: float,
     left = np.floor(x)
     ratio = np.where(x == left, 1.0, x - left)  # an exact position counts from its left
     left = (x - ratio).round().astype(np.int64)
-    weight = _taps(attrs["mode"], ratio, attrs["nearest_mode"], attrs["cubic_coeff_a"])
+    if attrs["antialias"] and attrs["mode"] != "nearest":
+        weight = _antialias_taps(attrs["mode"], ratio, scale, attrs["cubic_coeff_a"])
+    else:
+        weight = _taps(attrs["mode"], ratio, attrs["nearest_mode"], attrs["cubic_coeff_a"])
     taps = weight.shape[1]
     index = left[:, None] + np.arange(taps)[None, :] - (taps // 2 - 1)
     if attrs["exclude_outside"]:
@@ -165,8 +186,9 @@ def _check_attrs(ctx) -> None:
                                                         "not_smaller"))):
         if attrs[name] not in choices:
             ctx.fail(f"{name}={attrs[name]!r} is not one of {list(choices)}")
-    if attrs["antialias"]:
-        ctx.fail("antialias=1 (filtered downsampling) is not supported")
+    if attrs["antialias"] and attrs["mode"] == "nearest":
+        ctx.fail("antialias=1 filters linear and cubic resizing; mode 'nearest' has no "
+                 "antialiased form")
 
 
 def _resize_infer(ctx):

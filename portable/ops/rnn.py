@@ -1,17 +1,18 @@
-"""Recurrent ops: LSTM and GRU with ONNX (opset 22) semantics, and their private backward ops.
+"""Recurrent ops: RNN, LSTM and GRU with ONNX (opset 22) semantics, and their private backward
+ops.
 
-The gradient of a recurrent op is one private op per cell type (``portable.LSTMGrad``,
-``portable.GRUGrad``) that takes the forward inputs plus the output gradients and returns the
-gradients of every float input by backpropagation through time. It recomputes the forward pass
-to get the gate values: the ONNX op has no outputs to keep them in.
+The gradient of a recurrent op is one private op per cell type (``portable.RNNGrad``,
+``portable.LSTMGrad``, ``portable.GRUGrad``) that takes the forward inputs plus the output
+gradients and returns the gradients of every float input by backpropagation through time. It
+recomputes the forward pass to get the gate values: the ONNX op has no outputs to keep them in.
 
-Attributes follow ONNX: ``activations`` unset means the defaults (LSTM: Sigmoid, Tanh, Tanh;
-GRU: Sigmoid, Tanh) for every direction; ``activation_alpha``/``activation_beta`` are consumed in
-order by the activations that take a parameter (as onnxruntime reads them); ``clip`` bounds the
-input of every gate activation (not LSTM's h(C), as in onnxruntime). ``sequence_lens`` is
-supported forward and backward: a batch item stops after its length (outputs past it are zero,
-its final state is the one after its last step; an item of length 0 has zero final states, as
-in onnxruntime).
+Attributes follow ONNX: ``activations`` unset means the defaults (RNN: Tanh; LSTM: Sigmoid,
+Tanh, Tanh; GRU: Sigmoid, Tanh) for every direction; ``activation_alpha``/``activation_beta``
+are consumed in order by the activations that take a parameter (as onnxruntime reads them);
+``clip`` bounds the input of every gate activation (not LSTM's h(C), as in onnxruntime).
+``sequence_lens`` is supported forward and backward: a batch item stops after its length
+(outputs past it are zero, its final state is the one after its last step; an item of length 0
+has zero final states, as in onnxruntime).
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ class Cell:
     activations: tuple[str, ...]            # default activations of one direction
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
-    flag: str                               # the cell's own 0/1 attribute
+    flag: str | None                        # the cell's own 0/1 attribute (RNN has none)
     peepholes: int = 0                      # input index of P (LSTM), 0 when absent
     clipped: int = 2                        # leading activations whose input ``clip`` bounds
 
@@ -68,6 +69,7 @@ LSTM_CELL = Cell("LSTM", 4, ("Sigmoid", "Tanh", "Tanh"), _COMMON_INPUTS + ("init
                  ("Y?", "Y_h?", "Y_c?"), "input_forget", peepholes=7)
 GRU_CELL = Cell("GRU", 3, ("Sigmoid", "Tanh"), _COMMON_INPUTS, ("Y?", "Y_h?"),
                 "linear_before_reset")
+RNN_CELL = Cell("RNN", 1, ("Tanh",), _COMMON_INPUTS, ("Y?", "Y_h?"), None, clipped=1)
 
 
 def resolve_activations(cell: Cell, attrs: dict) -> list[list[tuple[str, float, float]]]:
@@ -191,15 +193,18 @@ def _grad_rule(cell: Cell):
 
 def _attrs(cell: Cell) -> dict[str, Attr]:
     """The ONNX attribute schema; None defaults mean unset (activations: the defaults)."""
-    return {
+    attrs = {
         "activation_alpha": Attr("floats", None), "activation_beta": Attr("floats", None),
         "activations": Attr("strings", None), "clip": Attr("float", None),
         "direction": Attr("string", "forward"), "hidden_size": Attr("int", None),
-        "layout": Attr("int", 0), cell.flag: Attr("int", 0),
+        "layout": Attr("int", 0),
     }
+    if cell.flag:
+        attrs[cell.flag] = Attr("int", 0)
+    return attrs
 
 
-for _cell in (LSTM_CELL, GRU_CELL):
+for _cell in (RNN_CELL, LSTM_CELL, GRU_CELL):
     declare(_cell.name, inputs=_cell.inputs, outputs=_cell.outputs,
             infer=_forward_infer(_cell), attrs=_attrs(_cell), onnx_since=22,
             grad=_grad_rule(_cell), nondiff_inputs=(SEQUENCE_LENS,),

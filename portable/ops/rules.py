@@ -59,7 +59,9 @@ def normalize_axes(ctx: InferContext, axes: Sequence[int], rank: int) -> tuple[i
 
 
 def require_float(ctx: InferContext, index: int = 0) -> None:
-    if ctx.dtype(index).kind != "f":
+    # bfloat16 (ml_dtypes, NumPy kind "V") computes like the other floats; ONNX allows it in
+    # the float ops. float8/float4 are storage types (Cast, QuantizeLinear...), not accepted here.
+    if ctx.dtype(index).kind != "f" and ctx.dtype(index).name != "bfloat16":
         ctx.fail(f"input {ctx.op.input_name(index)!r} must be floating point, "
                  f"got {ctx.dtype(index).name}")
 

@@ -32,7 +32,10 @@ below the lower bound. Placement (``portable.passes.memory_placement``) turns st
 offsets: in serial mode, when the free list ends more than 1% above the lower bound, an offline
 greedy-by-size placement is tried too and the smaller arena wins.
 
-Views alias, so a view's offset is its input's. Graph inputs and constants are never planned.
+Views alias, so a view's offset is its input's. Graph inputs and constants are never planned,
+nor are string tensors: an object array holds references to Python str, which cannot live in a
+byte arena, so each gets its own host array from the executor (``CompiledGraph``) and no
+storage here (a view of one aliases it, as a view of a graph input does).
 Byte figures count every computed value (intermediates and outputs): ``naive`` gives each its
 own block, ``inplace`` only applies stage 2, ``coshare`` only stages 3 and 4, ``both`` all.
 
@@ -45,6 +48,7 @@ from __future__ import annotations
 import gc
 from typing import Collection, Iterable, Mapping, NamedTuple
 
+from portable.dtypes import STRING
 from portable.errors import GraphError
 from portable.ir.graph import Graph, Node, TensorType
 from portable.ops import registry
@@ -299,7 +303,10 @@ class _StorageScan:
             if k == 0 and facets.view and inputs and inputs[0]:
                 self._view(name, inputs[0])
                 continue
-            nbytes = aligned_bytes(node, name, self._types.get(name), self._alignment)
+            type_ = self._types.get(name)
+            if type_ is not None and type_.dtype == STRING:
+                continue  # not planned: it holds references, not bytes (see the docstring)
+            nbytes = aligned_bytes(node, name, type_, self._alignment)
             table.naive_bytes += nbytes
             slot = None
             if self._inplace and facets.inplace:

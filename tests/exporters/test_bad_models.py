@@ -37,12 +37,13 @@ def test_truncated_and_corrupted_files(tmp_path):
 
 
 def test_unknown_op_names_op_domain_opset_node_and_range():
-    model = make_model([helper.make_node("DFT", ["x"], ["y"], name="pick")], [("x", X)],
-                       ["y"], 17)
+    # (ImageDecoder: an ONNX op that needs image codecs, which portable does not carry)
+    model = make_model([helper.make_node("ImageDecoder", ["x"], ["y"], name="pick")],
+                       [("x", X)], ["y"], 20)
     with pytest.raises(UnknownOpError) as info:
         import_graph(model)
     message = str(info.value)
-    for part in ("'DFT'", "ai.onnx", "opset 17", "'pick'", "opsets 7 to"):
+    for part in ("'ImageDecoder'", "ai.onnx", "opset 20", "'pick'", "opsets 7 to"):
         assert part in message
 
 
@@ -99,14 +100,15 @@ def test_wrong_dtypes():
         backend.prepare(relu_model()).run([X.astype(np.float64)])
     with pytest.raises(BindError, match="shape"):
         backend.prepare(relu_model()).run([np.ones((4, 4), np.float32)])
-    bfloat = relu_model()
-    bfloat.graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.BFLOAT16
-    with pytest.raises(ShapeError, match="BFLOAT16"):
-        import_graph(bfloat)
+    # (bfloat16 and the other ml_dtypes types are element types: complex ones are not)
+    complex_input = relu_model()
+    complex_input.graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.COMPLEX64
+    with pytest.raises(ShapeError, match="COMPLEX64"):
+        import_graph(complex_input)
     strings = make_model([helper.make_node("Identity", ["c"], ["y"])], [], ["y"], 17,
                          [helper.make_tensor("c", onnx.TensorProto.STRING, [1], [b"a"])])
-    with pytest.raises(ShapeError, match="STRING"):
-        import_graph(strings)
+    # (strings are held, as object arrays of str, and run on the CPU)
+    assert backend.prepare(strings).run([])[0].tolist() == ["a"]
 
 
 def test_bad_attributes():

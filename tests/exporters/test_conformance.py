@@ -12,6 +12,11 @@ pytest.importorskip("onnx", reason="the conformance cases come from the onnx pac
 from exporters.onnx import conformance  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Declared ops that onnx 1.23 ships no node case for (random draws cannot have expected
+# outputs; GlobalLpPool and MaxRoiPool have none): the op table checks them (tests/ops). Kept
+# exact, so that a new onnx release adding cases for one of them is noticed.
+NO_NODE_CASES = {"GlobalLpPool", "MaxRoiPool", "Multinomial", "RandomNormal", "RandomNormalLike",
+                 "RandomUniform", "RandomUniformLike"}
 
 
 def test_core_node_cases_pass_on_cpu():
@@ -21,14 +26,16 @@ def test_core_node_cases_pass_on_cpu():
     assert report["counted"] >= 500, report["counted"]
     assert report["pass_rate"] >= 0.95, "\n".join(failing)
     # every declared ONNX op has cases, and every excluded case says why
-    assert {op for op in report["by_op"]} >= conformance.core_ops() - {"Constant"}
+    assert conformance.core_ops() - {"Constant"} - set(report["by_op"]) == NO_NODE_CASES
     assert all(e["detail"] for e in report["results"] if e["status"] == "excluded")
 
 
 def test_exclude_list_gives_reasons():
     assert conformance.EXCLUDED and all(reason.strip()
                                         for reason in conformance.EXCLUDED.values())
-    assert conformance.excluded_reason("test_cast_FLOAT_to_BFLOAT16")
+    assert all(conformance.excluded_reason(name) for name in conformance.EXCLUDED
+               if not any(c in name for c in "*?["))
+    assert conformance.excluded_reason("test_cast_FLOAT_to_BFLOAT16") is None  # (ml_dtypes)
     assert conformance.excluded_reason("test_relu") is None
 
 

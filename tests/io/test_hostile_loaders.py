@@ -147,8 +147,13 @@ def test_only_portables_dtype_names_are_dtypes(name):
 def test_the_dtype_table_is_portables_dtypes():
     from portable.dtypes import FILE_DTYPES, ONNX_DTYPES
 
-    assert set(FILE_DTYPES.values()) == set(ONNX_DTYPES.values())
-    assert all(dtype_named(d.name) == d for d in ONNX_DTYPES.values())
+    from portable.dtypes import is_low_precision, is_string
+
+    # (files name NumPy's own types: ml_dtypes' ones are not read from deployment files, and no
+    # loader builds object arrays, which ONNX's strings are held in, from bytes)
+    native = [d for d in ONNX_DTYPES.values() if not is_low_precision(d) and not is_string(d)]
+    assert set(FILE_DTYPES.values()) == set(native)
+    assert all(dtype_named(d.name) == d for d in native)
 
 
 @pytest.mark.parametrize("name", BAD_DTYPES)
@@ -176,13 +181,13 @@ def test_a_bad_dtype_in_a_tensor_file_is_refused(name):
 def test_a_bad_element_type_in_an_onnx_model_is_refused():
     from onnx import TensorProto, helper
 
-    for code in (0, 8, 16, 99, -1, 2**31 - 1):
+    for code in (0, 14, 99, -1, 2**31 - 1):  # (14: COMPLEX64; 16 bfloat16 and 8 strings are held)
         inputs = [helper.make_tensor_value_info("x", code, ["batch", 3])]
         with pytest.raises(ShapeError, match="graph input 'x'.*element type"):
             import_graph(onnx_model(inputs=inputs).SerializeToString())
     bad = helper.make_tensor("b", TensorProto.FLOAT, [2], [0.5, -0.5])
-    bad.data_type = 16  # BFLOAT16: no NumPy dtype
-    with pytest.raises(ShapeError, match="initializer 'b'.*BFLOAT16 is not supported"):
+    bad.data_type = 14  # COMPLEX64: not a portable element type
+    with pytest.raises(ShapeError, match="initializer 'b'.*COMPLEX64 is not supported"):
         import_graph(onnx_model(initializers=[onnx_model().graph.initializer[0], bad])
                      .SerializeToString())
 

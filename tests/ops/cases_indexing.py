@@ -80,3 +80,43 @@ CASES += [
     Case("ScatterND", [np.arange(6, dtype=np.int64).reshape(2, 3), np.zeros((1, 0), np.int64),
                        np.full((1, 2, 3), 9, np.int64)], name="whole", grad=False),
 ]
+
+CASES += [
+    Case("GatherND", [rand(3, 4, 2), np.array([[0, 1], [2, -1], [1, 3]], np.int64)]),
+    Case("GatherND", [rand(4, 3), np.array([[[1], [3]], [[1], [0]]], np.int64)],
+         name="rows_repeated"),
+    Case("GatherND", [rand(2, 3, 4), np.array([[1], [0]], np.int64)],
+         attrs={"batch_dims": 1}, name="batch_dims"),
+    Case("GatherND", [rand(2, 3, 4, 2), np.array([[[0, 3], [2, 1], [2, 1]],
+                                                   [[1, 0], [0, 0], [2, 3]]], np.int64)],
+         attrs={"batch_dims": 1}, name="batch_dims_pairs"),
+    Case("GatherND", [np.arange(12, dtype=np.int32).reshape(2, 2, 3),
+                      np.array([[0, 1, 2], [1, 0, 0]], np.int64)], name="int_scalars",
+         grad=False),
+]
+
+CASES += [
+    Case("TensorScatter", [rand(2, 3, 5, 4), rand(2, 3, 2, 4, seed=1),
+                           np.array([1, 3], np.int64)]),
+    Case("TensorScatter", [rand(3, 6, 2), rand(3, 3, 2, seed=2), np.array([4, 0, 5], np.int64)],
+         attrs={"mode": "circular", "axis": 1}, name="circular_wraps"),
+    Case("TensorScatter", [rand(2, 4, 3), rand(2, 4, 2, seed=3)], attrs={"axis": -1},
+         name="no_indices_last_axis"),
+    Case("TensorScatter", [np.zeros((2, 3, 2), np.int32), np.ones((2, 1, 2), np.int32),
+                           np.array([2, 0], np.int64)], name="int", grad=False),
+]
+
+CASES += [
+    Case("ReverseSequence", [rand(4, 3, 2), np.array([4, 2, 0], np.int64)]),
+    Case("ReverseSequence", [rand(3, 5), np.array([1, 5, 3], np.int64)],
+         attrs={"batch_axis": 0, "time_axis": 1}, name="batch_first"),
+    Case("ReverseSequence", [np.arange(8, dtype=np.int64).reshape(2, 4),
+                             np.array([2, 1, 0, 2], np.int64)], name="int", grad=False),
+]
+
+CASES += [
+    Case("EyeLike", [rand(3, 4)]),
+    Case("EyeLike", [np.zeros((4, 3), np.int32)], attrs={"k": -1}, name="int_below"),
+    Case("EyeLike", [rand(3, 5)], attrs={"k": 2, "dtype": 7}, name="int64_above"),
+    Case("EyeLike", [rand(2, 2)], attrs={"dtype": 9}, name="bool"),
+]

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from tests.ops.harness import Case, rand
+from tests.ops.harness import Case, rand, run_reference
 
 _SHAPE = (3, 5)
 
@@ -122,4 +122,53 @@ CASES = [
     Case("portable.AdaGradUpdate", _weight_grad(26) + [_positive(28)],
          {"lr": 0.1, "epsilon": 1e-10, **_CLIPPED}, outputs=2, grad=False,
          reference=_adagrad, name="clipped"),
+]
+
+# -- the ONNX training ops (ai.onnx.preview.training), against onnx.reference ---------------
+
+_TRAINING = "ai.onnx.preview.training."
+
+
+def _step(r: float, t: int) -> list:
+    return [np.array(r, np.float32), np.array(t, np.int64)]
+
+
+def _group(seed: int, shape=_SHAPE) -> list:
+    return [rand(*shape, seed=seed), rand(*shape, seed=seed + 1)]
+
+
+
+
+def _reference_in_float32(inputs, attrs):
+    """onnx.reference's Adam, whose norm_coefficient_post step returns float64 for float32
+    tensors; ONNX keeps each tensor's type."""
+    case = Case(_TRAINING + "Adam", inputs, attrs, outputs=3)
+    return [np.asarray(o).astype(np.float32) for o in run_reference(case)]
+
+
+CASES += [
+    Case(_TRAINING + "Adagrad", _step(0.1, 3) + _group(30) + [_positive(32)],
+         {"decay_factor": 0.1, "epsilon": 1e-5, "norm_coefficient": 0.01}, outputs=2,
+         grad=False, name="one_tensor"),
+    Case(_TRAINING + "Adagrad",
+         _step(0.05, 0) + [rand(4, seed=33), rand(2, 2, seed=34), rand(4, seed=35),
+                           rand(2, 2, seed=36), rand(4, seed=37, low=0.1, high=1.0),
+                           rand(2, 2, seed=38, low=0.1, high=1.0)],
+         {}, outputs=4, grad=False, name="two_tensors_defaults"),
+    Case(_TRAINING + "Adam", _step(0.1, 0) + _group(40) + [rand(*_SHAPE, seed=42),
+                                                          _positive(43)],
+         {"alpha": 0.9, "beta": 0.99, "epsilon": 1e-4, "norm_coefficient": 0.01},
+         outputs=3, grad=False, name="first_step"),
+    Case(_TRAINING + "Adam", _step(0.01, 5) + _group(44) + [rand(*_SHAPE, seed=46),
+                                                           _positive(47)],
+         {"alpha": 0.8, "beta": 0.95, "norm_coefficient_post": 0.1}, outputs=3, grad=False,
+         reference=_reference_in_float32, name="bias_corrected_post_decay"),
+    Case(_TRAINING + "Momentum", _step(0.1, 0) + _group(50) + [rand(*_SHAPE, seed=52)],
+         {"alpha": 0.9, "beta": 0.5, "mode": "standard", "norm_coefficient": 0.01},
+         outputs=2, grad=False, name="standard_first_step"),
+    Case(_TRAINING + "Momentum",
+         _step(0.1, 4) + [rand(3, seed=53), rand(2, seed=54), rand(3, seed=55),
+                          rand(2, seed=56), rand(3, seed=57), rand(2, seed=58)],
+         {"alpha": 0.9, "beta": 0.5, "mode": "nesterov", "norm_coefficient": 0.0},
+         outputs=4, grad=False, name="nesterov_two_tensors"),
 ]

@@ -1,8 +1,9 @@
-"""Op-table cases: recurrent ops (LSTM, GRU) and their private backward ops.
+"""Op-table cases: recurrent ops (RNN, LSTM, GRU) and their private backward ops.
 
 References: onnx.reference for the attributes it implements (directions, layouts, optional
-inputs, linear_before_reset); it ignores activations, clip, input_forget and sequence_lens, so
-cases using those compare against onnxruntime (which has no layout=1). The backward ops are
+inputs, linear_before_reset, RNN's Tanh and Affine); it ignores other activations, clip,
+input_forget and sequence_lens, so cases using those compare against onnxruntime (which has no
+layout=1). The backward ops are
 checked against a vector-Jacobian product by central differences of onnx.reference's forward in
 float64. Sizes stay small: gradient cases run the graph twice per input element.
 """
@@ -12,8 +13,8 @@ import pytest
 from tests.ops.harness import Case, rand
 
 T, B, I, H = 3, 2, 2, 2
-GATES = {"LSTM": 4, "GRU": 3}
-OUTPUTS = {"LSTM": 3, "GRU": 2}
+GATES = {"RNN": 1, "LSTM": 4, "GRU": 3}
+OUTPUTS = {"RNN": 2, "LSTM": 3, "GRU": 2}
 DIRS = {"forward": 1, "reverse": 1, "bidirectional": 2}
 
 
@@ -188,7 +189,29 @@ CASES = [
     case("GRU", "seq_lens", {"linear_before_reset": 1}, ort=True, lens=LENS),
     case("GRU", "seq_lens_bi", BI, ort=True, lens=LENS),
     case("GRU", "seq_lens_zero", REV, ort=True, lens=LENS0),
+    # -- RNN against onnx.reference ---------------------------------------------------------
+    case("RNN", "forward", FWD),
+    case("RNN", "reverse_layout1", {**REV, "layout": 1}),
+    case("RNN", "bidirectional", BI),
+    case("RNN", "bidirectional_layout1_nostates", {**BI, "layout": 1}, states=False),
+    case("RNN", "reverse_nobias", REV, bias=False),
+    case("RNN", "Y_only", BI, outputs=1),
+    case("RNN", "affine", {"activations": ["Affine"], "activation_alpha": [0.7],
+                           "activation_beta": [0.2]}),
+    # -- RNN against onnxruntime ---------------------------------------------------------------
+    case("RNN", "clip", {**BI, "clip": 0.3}, ort=True),
+    case("RNN", "activations_bi", {**BI, "activations": ["Relu", "LeakyRelu"],
+                                   "activation_alpha": [0.2]}, ort=True),
+    case("RNN", "activations_smooth", {"activations": ["ScaledTanh"],
+                                       "activation_alpha": [1.3], "activation_beta": [0.6]},
+         ort=True),
+    case("RNN", "seq_lens", FWD, ort=True, lens=LENS),
+    case("RNN", "seq_lens_bi", BI, ort=True, lens=LENS),
+    case("RNN", "seq_lens_zero", REV, ort=True, lens=LENS0),
     # -- backward ops against finite differences of onnx.reference --------------------------
+    grad_op_case("RNN", "forward"),
+    grad_op_case("RNN", "bidirectional_layout1", {**BI, "layout": 1}),
+    grad_op_case("RNN", "reverse_nostates_nobias", REV, states=False, bias=False),
     grad_op_case("LSTM", "forward", peepholes=True),
     grad_op_case("LSTM", "bidirectional_layout1", {**BI, "layout": 1}, peepholes=True),
     grad_op_case("LSTM", "reverse_nostates", REV, states=False, bias=False),

@@ -94,11 +94,28 @@ def run_ours(case: Case, inputs: Sequence[Any] | None = None,
     return [backend.to_numpy(o).copy() for o in outs]
 
 
+def assert_output_matches(got: np.ndarray, want: Any, case: Case, j: int,
+                          dtype: bool = True) -> None:
+    """Output ``j`` of ``case`` is the reference's: shape, dtype (when ``dtype``) and values
+    within the case's tolerance; string tensors hold the same strings (onnx.reference returns
+    some as fixed-width str arrays)."""
+    want = np.asarray(want)
+    assert got.shape == want.shape, f"output {j} of {case.id}: shape {got.shape} vs {want.shape}"
+    if got.dtype == object and want.dtype.kind in "UO":
+        np.testing.assert_array_equal(got, want.astype(object), err_msg=f"output {j} of {case.id}")
+        return
+    if dtype:
+        assert got.dtype == want.dtype, f"output {j}: dtype {got.dtype} vs {want.dtype}"
+    np.testing.assert_allclose(got, want, rtol=case.rtol, atol=case.atol,
+                               err_msg=f"output {j} of {case.id}")
+
+
 def run_reference(case: Case) -> list[np.ndarray]:
     """onnx.reference on a typed one-node model (typed so that function ops such as Gelu
     can be expanded), or the case's own NumPy reference for private ops."""
     if case.reference is not None:
         return [np.asarray(o) for o in case.reference(list(case.inputs), dict(case.attrs))]
+    import onnx
     from onnx import TensorProto, helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
 
@@ -106,12 +123,18 @@ def run_reference(case: Case) -> list[np.ndarray]:
     outputs = [f"out{j}" for j in range(case.outputs)]
     attrs = {k: (numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v)
              for k, v in case.attrs.items()}
-    node = helper.make_node(case.op, names, outputs, **attrs)
+    # (ops of ai.onnx.ml and ai.onnx.preview.training are declared "<domain>.<op_type>")
+    domain, _, op_type = case.op.rpartition(".")
+    node = helper.make_node(op_type, names, outputs, domain=domain or None, **attrs)
     typed = [helper.make_tensor_value_info(
         n, helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype), np.asarray(v).shape)
         for n, v in zip(names, case.inputs) if n]
     untyped = [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs]
-    model = helper.make_model(helper.make_graph([node], "case", typed, untyped))
+    imports = [helper.make_opsetid("", onnx.defs.onnx_opset_version())] + (
+        [helper.make_opsetid(domain, onnx.defs.get_schema(op_type, 99, domain).since_version)]
+        if domain else [])
+    model = helper.make_model(helper.make_graph([node], "case", typed, untyped),
+                              opset_imports=imports)
     feeds = {n: np.asarray(v) for n, v in zip(names, case.inputs) if n}
     return [np.asarray(o) for o in ReferenceEvaluator(model).run(None, feeds)]
 

@@ -13,8 +13,8 @@ import pytest
 
 import tests.ops as cases_package
 from portable.ops import registry
-from tests.ops.harness import (diff_inputs, numeric_gradients, run_ours, run_reference,
-                               symbolic_gradients, to64)
+from tests.ops.harness import (assert_output_matches, diff_inputs, numeric_gradients, run_ours,
+                               run_reference, symbolic_gradients, to64)
 
 CASES = []
 for _info in pkgutil.iter_modules(cases_package.__path__):
@@ -31,10 +31,7 @@ def test_forward_matches_reference(case):
     ours = run_ours(case)
     assert len(ours) >= len(expected[:case.outputs])
     for j, (got, want) in enumerate(zip(ours, expected[:case.outputs])):
-        assert got.shape == np.asarray(want).shape, f"output {j}: shape"
-        assert got.dtype == np.asarray(want).dtype, f"output {j}: dtype {got.dtype} vs {want.dtype}"
-        np.testing.assert_allclose(got, want, rtol=case.rtol, atol=case.atol,
-                                   err_msg=f"output {j} of {case.id}")
+        assert_output_matches(got, want, case, j)
 
 
 @pytest.mark.parametrize("case", GRAD_CASES, ids=[c.id for c in GRAD_CASES])

@@ -4,10 +4,20 @@ from __future__ import annotations
 from backends.opencl.kernels import (conv, custom, elementwise, fused, indexing, layout, linalg,
                                      loss, movement, mxnet_outputs, nn, optim, pool, quantize,
                                      reduce, resize, rnn)
+from backends.opencl.kernels import sampling
+from backends.opencl.kernels import sequence_mixing
+from backends.opencl.kernels import signal
+from backends.opencl.kernels import ml, random  # (ai.onnx.ml; random ops)
+from backends.opencl.kernels import attention
+from backends.opencl.kernels import crop, normalization_extra, pooling_extra
+from backends.opencl.kernels import integer_linear, strings
 
 kernels: dict = {}
 for _family in (conv, custom, elementwise, fused, indexing, layout, linalg, loss, movement,
-                mxnet_outputs, nn, optim, pool, quantize, reduce, resize, rnn):
+                attention,
+                mxnet_outputs, nn, optim, pool, quantize, reduce, resize, rnn,
+                sampling, sequence_mixing, signal, ml, random, crop, normalization_extra,
+                pooling_extra, integer_linear, strings):
     _clash = kernels.keys() & _family.kernels.keys()
     if _clash:
         raise ValueError(f"kernels registered by two families: {sorted(_clash)}")

@@ -6,8 +6,9 @@ kernel loads and stores float16 directly (computing in float32).
 from __future__ import annotations
 
 
+from backends.opencl.allocator import CLArray
 from backends.opencl.codegen import Fused
-from backends.opencl.elementwise import run_elementwise
+from backends.opencl.elementwise import assign, run_elementwise
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.optable import TABLE
 
@@ -122,3 +123,11 @@ def cast(ctx, inputs, outputs, attrs):
     fused = Fused(1)
     fused.add(TABLE["Cast"], fused.input(0))
     run_elementwise(fused.steps, inputs[:1], outputs[:1], [outputs[0].dtype])
+
+
+@kernel("BitCast")
+def bitcast(ctx, inputs, outputs, attrs):
+    # The input's elements seen as the output's type (the same width: offsets and strides,
+    # counted in elements, stay), then copied: a byte copy on the device.
+    x, out = inputs[0], outputs[0]
+    assign(out, CLArray(x.runtime, x.buffer, x.shape, out.dtype, x.strides, x.offset))

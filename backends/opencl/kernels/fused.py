@@ -23,8 +23,6 @@ from backends.opencl.optable import TABLE
 kernels, kernel = kernel_table()
 
 # op -> attribute names passed as the table op's parameters, in order
-_PARAMS = {"Mod": ("fmod",), "LeakyRelu": ("alpha",), "Elu": ("alpha",),
-           "HardSigmoid": ("alpha", "beta")}
 _FOLDS = {"Max": "Max", "Min": "Min", "Sum": "Add", "Mean": "Add"}
 
 
@@ -49,8 +47,9 @@ def _translate(fused: Fused, op_name: str, args: list, attrs: dict, const) -> tu
         return fused.add(TABLE[name], *args)
     if op_name == "Cast":  # every step keeps the chain's type: a copy
         return fused.add(TABLE["Identity"], *args)
-    names = _PARAMS.get(op_name, ())
-    return fused.add(TABLE[op_name], *args, params=[attrs[n] for n in names])
+    # an ONNX op's table entry names its float parameters after the op's attributes
+    entry = TABLE[op_name]
+    return fused.add(entry, *args, params=[attrs[n] for n in entry.params])
 
 
 @functools.lru_cache(maxsize=1024)

@@ -1,5 +1,7 @@
 """OpenCL kernels: GatherElements, its scatter-add gradient, ScatterElements, ScatterND (the
-ScatterElements kernel on the data viewed as (rows, rest), one index per row).
+ScatterElements kernel on the data viewed as (rows, rest), one index per row); GatherND and
+ReverseSequence (the shared Gather kernel over rows, their indices worked out on the host from
+the small index inputs), TensorScatter (block copies) and EyeLike (uploaded, as a constant).
 
 Both work on the block of the data the indices reach (``read_block``), made contiguous, viewed
 as (outer, axis, inner): one work-item per output element. The gradient sums, for each element
@@ -9,10 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from portable.ops.indexing import nd_rows, read_block
+from portable.ops.indexing import (nd_rows, read_block, reverse_sequence_rows,
+                                   tensor_scatter_positions)
 
 from backends.opencl.allocator import empty, from_numpy, host_value
-from backends.opencl.elementwise import assign
+from backends.opencl.elementwise import assign, upload_into
+from backends.opencl.gather import gather_axis
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.scalars import ctype, preamble
 
@@ -167,3 +171,64 @@ def scatter_nd(ctx, inputs, outputs, attrs):
                 np.int32(_MODES[attrs["reduction"]]))
     if target is not out:
         assign(out, target)
+
+
+def _rows_gather(source, rows, out):
+    """``out`` (rows.size x rest, any view) = the rows ``rows`` (host int64) of ``source``
+    viewed as (n, rest): the shared Gather kernel along axis 0."""
+    rest = int(np.prod(out.shape, dtype=np.int64)) // max(rows.size, 1)
+    target = out if out.is_contiguous else empty(out.runtime, out.shape, out.dtype)
+    if target.size:
+        flat = source.contiguous()
+        gather_axis(flat.reshape(flat.size // rest, rest),
+                    from_numpy(out.runtime, np.ascontiguousarray(rows, np.int64)), 0,
+                    target.reshape(rows.size, rest))
+    if target is not out:
+        assign(out, target)
+
+
+@kernel("GatherND", half="native")
+def gather_nd(ctx, inputs, outputs, attrs):
+    data, index = inputs
+    batch_dims, depth = attrs["batch_dims"], index.shape[-1]
+    batch = int(np.prod(data.shape[:batch_dims], dtype=np.int64))
+    addressed = data.shape[batch_dims:batch_dims + depth]
+    rows = nd_rows(np, np.asarray(host_value(index)), addressed).reshape(batch, -1)
+    count = int(np.prod(addressed, dtype=np.int64))
+    _rows_gather(data, (rows + np.arange(batch)[:, None] * count).reshape(-1), outputs[0])
+
+
+@kernel("ReverseSequence", half="native")
+def reverse_sequence(ctx, inputs, outputs, attrs):
+    x = inputs[0]
+    batch_axis = attrs["batch_axis"]
+    _rows_gather(x, reverse_sequence_rows(host_value(inputs[1]), x.shape[batch_axis],
+                                          x.shape[1 - batch_axis], batch_axis), outputs[0])
+
+
+@kernel("TensorScatter", half="native")
+def tensor_scatter(ctx, inputs, outputs, attrs):
+    """The cache copied, then each batch's update written as at most a few block copies (a
+    circular write wraps once at the end of the axis)."""
+    cache, update, out = inputs[0], inputs[1], outputs[0]
+    axis = attrs["axis"] % cache.ndim
+    starts = inputs[2] if len(inputs) > 2 else None
+    size, count = cache.shape[axis], update.shape[axis]
+    positions = tensor_scatter_positions(None if starts is None else host_value(starts),
+                                         cache.shape[0], count, size, attrs["mode"])
+    assign(out, cache)
+    lead = (slice(None),) * (axis - 1)
+    for b in range(cache.shape[0]):
+        done = 0
+        while done < count:  # a run of consecutive positions is one copy
+            start = int(positions[b, done])
+            run = min(count - done, size - start)
+            assign(out[(b,) + lead + (slice(start, start + run),)],
+                   update[(b,) + lead + (slice(done, done + run),)])
+            done += run
+
+
+@kernel("EyeLike", half="native")
+def eye_like(ctx, inputs, outputs, attrs):
+    out = outputs[0]
+    upload_into(out, np.eye(out.shape[0], out.shape[1], k=attrs["k"], dtype=out.dtype))

@@ -20,7 +20,8 @@ from backends.opencl.elementwise import run_elementwise
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.optable import TABLE
 from portable.backend import KernelContext
-from portable.ops.optim import bias_corrected_lr
+from backends.opencl.allocator import host_value
+from portable.ops.optim import bias_corrected_lr, onnx_adam_step_size, training_groups
 
 kernels, kernel = kernel_table()
 
@@ -111,7 +112,10 @@ def adam_update(ctx: KernelContext, inputs: list, outputs: list, attrs: dict) ->
     v = e("Add", e("Mul", e.value(var), e.value(b2)),
           e("Mul", e("Mul", e.value(1.0 - b2), g), g))
     denom = e("Add", e("Sqrt", v), e.value(attrs["epsilon"]))
-    step = e("Div", e("Mul", e.value(bias_corrected_lr(lr, attrs["t"], b1, b2)), m), denom)
+    # (ONNX's Adam passes its own step size: uncorrected at T = 0)
+    size = attrs["step_size"] if "step_size" in attrs else bias_corrected_lr(lr, attrs["t"],
+                                                                             b1, b2)
+    step = e("Div", e("Mul", e.value(size), m), denom)
     e.store([(e("Sub", w, step), _output(outputs, 0)), (m, _output(outputs, 1)),
              (v, _output(outputs, 2))])
 
@@ -153,3 +157,61 @@ def adagrad_update(ctx: KernelContext, inputs: list, outputs: list, attrs: dict)
     g = e("Div", g, e("Add", e("Sqrt", h), e.value(attrs["epsilon"])))
     w = e("Sub", w, e("Mul", g, e.value(attrs["lr"])))
     e.store([(w, _output(outputs, 0)), (h, _output(outputs, 1))])
+
+
+# -- the ONNX training ops: each tensor group through the private update's expression -------
+
+
+def _training_split(inputs: list, outputs: list, states: int):
+    """``(r, t, [(x, g, states...), ...], [(x_out, states_out...), ...])``."""
+    n = training_groups(len(inputs) - 2, states)
+    r = float(host_value(inputs[0]).reshape(-1)[0])
+    t = int(host_value(inputs[1]).reshape(-1)[0])
+    tensors = inputs[2:]
+    ins = [[tensors[group * n + k] for group in range(2 + states)] for k in range(n)]
+    outs = [[outputs[group * n + k] for group in range(1 + states)] for k in range(n)]
+    return r, t, ins, outs
+
+
+_PLAIN = {"rescale_grad": 1.0, "clip_gradient": None}
+
+
+@kernel("ai.onnx.preview.training.Adagrad", half="native")
+def onnx_adagrad(ctx: KernelContext, inputs: list, outputs: list, attrs: dict) -> None:
+    r, t, ins, outs = _training_split(inputs, outputs, 1)
+    step = {"lr": r / (1.0 + t * attrs["decay_factor"]), "wd": attrs["norm_coefficient"],
+            "epsilon": attrs["epsilon"], **_PLAIN}
+    for group_in, group_out in zip(ins, outs):
+        adagrad_update(ctx, group_in, group_out, step)
+
+
+@kernel("ai.onnx.preview.training.Adam", half="native")
+def onnx_adam(ctx: KernelContext, inputs: list, outputs: list, attrs: dict) -> None:
+    r, t, ins, outs = _training_split(inputs, outputs, 2)
+    alpha, beta = attrs["alpha"], attrs["beta"]
+    step = {"lr": r, "wd": attrs["norm_coefficient"], "decoupled_wd": 0, "t": t,
+            "beta1": alpha, "beta2": beta, "epsilon": attrs["epsilon"],
+            "step_size": onnx_adam_step_size(r, t, alpha, beta), **_PLAIN}
+    post = attrs["norm_coefficient_post"]
+    for group_in, group_out in zip(ins, outs):
+        adam_update(ctx, group_in, group_out, step)
+        if post:
+            e = _Update()
+            e.store([(e("Mul", e.value(group_out[0]), e.value(1.0 - post)), group_out[0])])
+
+
+@kernel("ai.onnx.preview.training.Momentum", half="native")
+def onnx_momentum(ctx: KernelContext, inputs: list, outputs: list, attrs: dict) -> None:
+    r, t, ins, outs = _training_split(inputs, outputs, 1)
+    alpha = attrs["alpha"]
+    beta = attrs["beta"] if t > 0 else 1.0  # the first update takes the whole gradient
+    for (weight, grad, velocity), (x_out, v_out) in zip(ins, outs):
+        e = _Update()
+        x = e.value(weight)
+        g = e.weight_decay(e.value(grad), x, attrs["norm_coefficient"])
+        v = e("Add", e("Mul", e.value(velocity), e.value(alpha)), e("Mul", e.value(beta), g))
+        if attrs["mode"] == "nesterov":
+            g = e("Add", g, e("Mul", e.value(alpha), v))
+        else:
+            g = v
+        e.store([(e("Sub", x, e("Mul", e.value(r), g)), x_out), (v, v_out)])

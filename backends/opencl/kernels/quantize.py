@@ -2,6 +2,9 @@
 
 The scale and zero point are small host-side values spread to a broadcastable shape (per
 tensor, per axis, blocked) and uploaded; the arithmetic is the elementwise op table's.
+The 8- and 16-bit integer types run here; ml_dtypes' types (int4, float8, bfloat16...) have no
+OpenCL C type: a plan holding one is refused before it runs (``OpenCLBackend.dtype_problem``),
+naming the tensor, unless its DequantizeLinear was folded on the host (constant weights).
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""OpenCL kernels: LSTM and GRU and their backward ops (BPTT), with the time loop on the host.
+"""OpenCL kernels: RNN, LSTM and GRU and their backward ops (BPTT), with the time loop on the
+host.
 
 The recurrence is the shared one of ``backends/xp/recurrence.py`` run on device arrays: each
 step enqueues one recurrent GEMM and the gate arithmetic, and the input projection and the

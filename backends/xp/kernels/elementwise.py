@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from portable.dtypes import from_onnx
+from portable.ops.quantize import convert
 
 from portable.backend import kernel_table
 
@@ -326,11 +326,15 @@ def selu(ctx, inputs, outputs, attrs):
     y[...] = gamma * xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0)))
 
 
-@kernel("Cast")
+@kernel("BitCast")
+def bitcast(ctx, inputs, outputs, attrs):
+    # (the infer rule checked the widths; 4- and 2-bit values each fill a byte, as ml_dtypes
+    # holds them, so a byte view keeps their bits)
+    outputs[0][...] = inputs[0].view(outputs[0].dtype)
+
+
+@kernel("Cast", "CastLike")
 def cast(ctx, inputs, outputs, attrs):
-    outputs[0][...] = inputs[0].astype(from_onnx(attrs["to"]))
-
-
-@kernel("CastLike")
-def cast_like(ctx, inputs, outputs, attrs):
-    outputs[0][...] = inputs[0].astype(outputs[0].dtype)
+    # (the output's dtype is Cast's `to`, or CastLike's second input's)
+    outputs[0][...] = convert(ctx.xp, inputs[0], outputs[0].dtype, attrs["saturate"],
+                              attrs["round_mode"])

@@ -32,6 +32,8 @@ def gemm(ctx, inputs, outputs, attrs):
 def einsum(ctx, inputs, outputs, attrs):
     # optimize=True picks a contraction order (and sums ellipsis axes an explicit output
     # omits), as onnx.reference does
+    # (NumPy's einsum refuses ml_dtypes' bfloat16: it sums in float32, rounded once at the end)
+    inputs = [x.astype("float32") if x.dtype.kind == "V" else x for x in inputs]
     outputs[0][...] = ctx.xp.einsum(attrs["equation"].replace(" ", ""), *inputs, optimize=True)
 
 

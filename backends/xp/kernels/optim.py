@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from portable.backend import KernelContext, kernel_table
-from portable.ops.optim import bias_corrected_lr
+from portable.ops.optim import bias_corrected_lr, onnx_adam_step_size, training_groups
 
 kernels, kernel = kernel_table()
 
@@ -91,7 +91,10 @@ def adam_update(ctx: KernelContext, inputs: list, outputs: list, attrs: dict) ->
     var += (1.0 - b2) * g * g
     denom = xp.sqrt(var)
     denom += attrs["epsilon"]
-    w -= bias_corrected_lr(lr, attrs["t"], b1, b2) * mean / denom
+    # (ONNX's Adam passes its own step size: uncorrected at T = 0)
+    step = attrs["step_size"] if "step_size" in attrs else bias_corrected_lr(lr, attrs["t"],
+                                                                             b1, b2)
+    w -= step * mean / denom
 
 
 @kernel("portable.RMSPropUpdate")
@@ -140,3 +143,61 @@ def adagrad_update(ctx: KernelContext, inputs: list, outputs: list, attrs: dict)
     g /= denom
     g *= attrs["lr"]
     w -= g
+
+
+# -- the ONNX training ops: each tensor group through the private update's steps ------------
+
+
+def _training_split(inputs: list, outputs: list, states: int):
+    """``(r, t, [(x, g, states...), ...], [(x_out, states_out...), ...])``."""
+    n = training_groups(len(inputs) - 2, states)
+    r, t = float(inputs[0].reshape(-1)[0]), int(inputs[1].reshape(-1)[0])
+    tensors = inputs[2:]
+    ins = [[tensors[group * n + k] for group in range(2 + states)] for k in range(n)]
+    outs = [[outputs[group * n + k] for group in range(1 + states)] for k in range(n)]
+    return r, t, ins, outs
+
+
+_PLAIN = {"rescale_grad": 1.0, "clip_gradient": None}
+
+
+@kernel("ai.onnx.preview.training.Adagrad")
+def onnx_adagrad(ctx: KernelContext, inputs: list, outputs: list, attrs: dict) -> None:
+    r, t, ins, outs = _training_split(inputs, outputs, 1)
+    step = {"lr": r / (1.0 + t * attrs["decay_factor"]), "wd": attrs["norm_coefficient"],
+            "epsilon": attrs["epsilon"], **_PLAIN}
+    for group_in, group_out in zip(ins, outs):
+        adagrad_update(ctx, group_in, group_out, step)
+
+
+@kernel("ai.onnx.preview.training.Adam")
+def onnx_adam(ctx: KernelContext, inputs: list, outputs: list, attrs: dict) -> None:
+    r, t, ins, outs = _training_split(inputs, outputs, 2)
+    alpha, beta = attrs["alpha"], attrs["beta"]
+    step = {"lr": r, "wd": attrs["norm_coefficient"], "decoupled_wd": 0, "t": t,
+            "beta1": alpha, "beta2": beta, "epsilon": attrs["epsilon"],
+            "step_size": onnx_adam_step_size(r, t, alpha, beta), **_PLAIN}
+    post = attrs["norm_coefficient_post"]
+    for group_in, group_out in zip(ins, outs):
+        adam_update(ctx, group_in, group_out, step)
+        if post:
+            group_out[0] *= 1.0 - post
+
+
+@kernel("ai.onnx.preview.training.Momentum")
+def onnx_momentum(ctx: KernelContext, inputs: list, outputs: list, attrs: dict) -> None:
+    r, t, ins, outs = _training_split(inputs, outputs, 1)
+    alpha, nc = attrs["alpha"], attrs["norm_coefficient"]
+    beta = attrs["beta"] if t > 0 else 1.0  # the first update takes the whole gradient
+    for (weight, grad, velocity), group_out in zip(ins, outs):
+        x = _own(weight, group_out, 0)
+        g = grad * 1.0
+        _add_weight_decay(g, x, nc)
+        v = _own(velocity, group_out, 1)
+        v *= alpha
+        v += beta * g
+        if attrs["mode"] == "nesterov":
+            g += alpha * v
+            x -= r * g
+        else:
+            x -= r * v

@@ -1,9 +1,13 @@
-"""NumPy kernels: QuantizeLinear and DequantizeLinear."""
+"""NumPy kernels: QuantizeLinear and DequantizeLinear, for every quantized type (ml_dtypes'
+4- and 2-bit integers, float8 and float4 included), following onnx's reference: integers round
+half to even then saturate to the type's range; float8 adds no zero point and saturates when
+asked; float4 (no inf or NaN) always saturates."""
 from __future__ import annotations
 
 import numpy as np
 
-from portable.ops.quantize import spread
+from portable.dtypes import from_onnx, is_integer, to_onnx, type_info
+from portable.ops.quantize import FLOAT8, convert, spread
 
 from portable.backend import kernel_table
 
@@ -23,8 +27,9 @@ def _params(ctx, inputs, attrs, shape):
 def dequantize_linear(ctx, inputs, outputs, attrs):
     x = inputs[0]
     scale, zero = _params(ctx, inputs, attrs, x.shape)
-    centred = x.astype(np.float32) if zero is None else \
-        x.astype(np.float32) - zero.astype(np.float32)
+    centred = x.astype(np.float32)
+    if zero is not None and is_integer(x.dtype):  # (float8 and float4 zero points are 0)
+        centred = centred - zero.astype(np.float32)
     outputs[0][...] = centred * scale
 
 
@@ -32,8 +37,18 @@ def dequantize_linear(ctx, inputs, outputs, attrs):
 def quantize_linear(ctx, inputs, outputs, attrs):
     xp, x, out = ctx.xp, inputs[0], outputs[0]
     scale, zero = _params(ctx, inputs, attrs, x.shape)
-    levels = xp.rint(x / scale).astype(np.int32)  # half to even
-    if zero is not None:
-        levels += zero.astype(np.int32)
-    info = np.iinfo(out.dtype)
-    out[...] = xp.clip(levels, info.min, info.max)
+    if attrs["precision"]:
+        precision = from_onnx(attrs["precision"])
+        scaled = x.astype(precision) / scale.astype(precision)
+    else:
+        scaled = x / scale
+    if is_integer(out.dtype):
+        levels = xp.rint(scaled).astype(np.int32)  # half to even
+        if zero is not None:
+            levels += zero.astype(np.int32)
+        info = type_info(out.dtype)
+        out[...] = xp.clip(levels, int(info.min), int(info.max)).astype(out.dtype)
+    elif to_onnx(out.dtype) in FLOAT8:
+        out[...] = convert(xp, scaled, out.dtype, attrs["saturate"])
+    else:  # float4e2m1: the cast saturates by itself
+        out[...] = (scaled if zero is None else scaled + zero).astype(out.dtype)

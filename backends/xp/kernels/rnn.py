@@ -1,4 +1,4 @@
-"""NumPy kernels: LSTM and GRU and their backward ops, the shared recurrence of
+"""NumPy kernels: RNN, LSTM and GRU and their backward ops, the shared recurrence of
 ``backends/xp/recurrence.py`` with gate activations written against ``ctx.xp``."""
 from __future__ import annotations
 

@@ -3,13 +3,15 @@
 Stages of ``import_graph``: read the model (path, bytes or ModelProto) and its external data
 with portable's own wire-format reader (``wire.py``: no ``onnx`` needed, the file memory-mapped
 and raw tensors viewed, not copied);
-check its ai.onnx opset; read graph inputs (symbolic dims become None), initializers and their
-types; order the nodes topologically (a cycle or an undefined input is a GraphError); then, node
-by node, check domain, op and attributes against the ONNX schema of the version the opset
-means, turn Constant nodes into constants, and translate the node to portable's canonical form
-(``versions.convert``), inferring types as it goes so translations can see ranks and dtypes.
-Finally float initializers that only feed differentiable inputs become parameters (graph inputs
-with values in ``params``) and the rest stay constants in the graph.
+check its opsets (ai.onnx, and ai.onnx.ml or ai.onnx.preview.training where it imports them:
+their ops are declared as ``<domain>.<op>``, other domains are refused); read graph inputs
+(symbolic dims become None), initializers and their types; order the nodes topologically (a
+cycle or an undefined input is a GraphError); then, node by node, check domain, op and
+attributes against the ONNX schema of the version the opset means, turn Constant nodes into
+constants, and translate the node to portable's canonical form (``versions.convert``),
+inferring types as it goes so translations can see ranks and dtypes. Finally float
+initializers that only feed differentiable inputs become parameters (graph inputs with values
+in ``params``) and the rest stay constants in the graph.
 
 Every failure is one of portable's exceptions whose message names the model and the node.
 
@@ -25,10 +27,10 @@ import numpy as np
 
 from portable.errors import (GraphError, OpAttributeError, PortableError, SerializationError,
                              ShapeError, UnknownOpError)
-from portable.io.onnx import folding, reading, versions, wire
+from portable.io.onnx import folding, reading, schemas, versions, wire
 from portable.io.onnx.steps import RewriteContext
 from portable.ir.builder import toposort
-from portable.ir.graph import PRIVATE_DOMAIN, Graph, Node, TensorType
+from portable.ir.graph import ONNX_EXTRA_DOMAINS, PRIVATE_DOMAIN, Graph, Node, TensorType
 from portable.ir.verify import verify_structure
 from portable.ops import registry
 from portable.ops.movement import constant_value
@@ -41,8 +43,11 @@ _CONTROL_FLOW = ("If", "Loop", "Scan", "SequenceMap")
 class _Context(RewriteContext):
     """The importer's side of ``versions.Rewriter``: constants, types so far, fresh names."""
 
-    def __init__(self, opset: int, taken: set[str], used: set[str]) -> None:
-        super().__init__(opset, TypeInfo(), taken, used)
+    def __init__(self, opsets: dict[str, int], taken: set[str], used: set[str]) -> None:
+        # Rewrite steps read ``opset``: the ai.onnx one (the newest when the model imports
+        # only other domains, whose ai.onnx nodes are then refused by ``_check_op``).
+        super().__init__(opsets.get("", versions.newest_opset()), TypeInfo(), taken, used)
+        self.opsets = opsets
         self.failure: PortableError | None = None
 
     def infer(self, node: Node) -> None:
@@ -76,9 +81,9 @@ def import_graph(model: Any, *, base_dir: str | None = None,
         >>> graph, params = import_graph("resnet.onnx")   # doctest: +SKIP
     """
     proto, source = wire.load_model(model, base_dir)
-    opset = _ai_onnx_opset(proto, source)
+    opsets = _opsets(proto, source)
     try:
-        return _import(proto.graph, opset, source, params_as_inputs)
+        return _import(proto.graph, opsets, source, params_as_inputs)
     except PortableError as exc:
         if str(exc).startswith(source):
             raise
@@ -89,17 +94,30 @@ def import_graph(model: Any, *, base_dir: str | None = None,
                                  f"{exc}") from exc
 
 
-def _ai_onnx_opset(proto: wire.Model, source: str) -> int:
-    versions_seen = [int(o.version) for o in proto.opset_import if o.domain in ONNX_DOMAINS]
-    if not versions_seen:
+def _opsets(proto: wire.Model, source: str) -> dict[str, int]:
+    """The opset of each domain the model imports that portable reads: ``""`` (ai.onnx) and
+    those of ``ONNX_EXTRA_DOMAINS``. Other domains are refused at their first node."""
+    imported = [(o.domain, int(o.version)) for o in proto.opset_import]
+    opsets: dict[str, int] = {}
+    onnx_versions = [v for d, v in imported if d in ONNX_DOMAINS]
+    if onnx_versions:
+        opsets[""] = max(onnx_versions)
+        versions.check_model_opset(opsets[""], source)
+    for domain, version in imported:
+        if domain not in ONNX_EXTRA_DOMAINS:
+            continue
+        newest = schemas.newest_opset(domain)
+        if not 1 <= version <= newest:
+            raise UnknownOpError(f"{source}: the model imports {domain} opset {version}; "
+                                 f"portable imports {domain} opsets 1 to {newest}")
+        opsets[domain] = max(version, opsets.get(domain, 0))
+    if not opsets:
         raise UnknownOpError(f"{source}: the model imports no ai.onnx opset (opset_import: "
-                             f"{[(o.domain, o.version) for o in proto.opset_import]})")
-    opset = max(versions_seen)
-    versions.check_model_opset(opset, source)
-    return opset
+                             f"{imported})")
+    return opsets
 
 
-def _import(graph: wire.Graph, opset: int, source: str,
+def _import(graph: wire.Graph, opsets: dict[str, int], source: str,
             params_as_inputs: bool) -> tuple[Graph, dict[str, np.ndarray]]:
     if graph.sparse_initializer:
         first = graph.sparse_initializer[0].values  # (None when the file names no values)
@@ -125,7 +143,7 @@ def _import(graph: wire.Graph, opset: int, source: str,
     taken = set(initializers) | {n for n, _ in inputs} | \
         {o for node in raw for o in node.outputs if o}
     used = {i for node in raw for i in node.inputs if i} | set(outputs)
-    ctx = _Context(opset, taken, used)
+    ctx = _Context(opsets, taken, used)
     for name, type_ in inputs:
         ctx.info.types[name] = type_
     for name, array in initializers.items():
@@ -175,19 +193,19 @@ def _convert_node(node: Node, proto: wire.Node, ctx: _Context) -> list[Node]:
     """Check ``proto`` against its schema and translate it to canonical nodes (a Constant
     becomes a constant value and yields no node, as does a constant node of an op portable
     lacks: see ``folding.py``)."""
-    if proto.domain in ONNX_DOMAINS and proto.op_type not in registry.ops and \
-            versions.op_version(proto.op_type, ctx.opset) is not None and _fold(proto, ctx):
+    if proto.domain in ONNX_DOMAINS and "" in ctx.opsets and proto.op_type not in registry.ops \
+            and versions.op_version(proto.op_type, ctx.opset) is not None and _fold(proto, ctx):
         return []
-    version = _check_op(node, proto, ctx.opset)
-    schema = versions.schema(proto.op_type, version)
-    label = versions.where(node, ctx.opset, version)
+    version = _check_op(node, proto, ctx.opsets)
+    schema = versions.schema(node.op, version)
+    label = versions.where(node, ctx.opsets[node.domain], version)
     attrs = {}
     for attr in proto.attribute:
         if attr.name in attrs:
             raise OpAttributeError(f"{label}: attribute {attr.name!r} is given twice")
         if attr.name not in schema.attributes:
             raise OpAttributeError(f"{label}: unknown attribute {attr.name!r}; version "
-                                   f"{version} of {proto.op_type} has "
+                                   f"{version} of {node.op} has "
                                    f"{sorted(schema.attributes) or 'none'}")
         kind, value = reading.attribute_value(attr, label)
         expected = schema.attributes[attr.name].kind
@@ -197,9 +215,12 @@ def _convert_node(node: Node, proto: wire.Node, ctx: _Context) -> list[Node]:
     if node.op == "Constant":
         _import_constant(node, ctx, label)
         return []
-    canonical = versions.canonical_version(node.op)
-    converted = versions.convert(node, version, canonical, ctx) \
-        if version != canonical else [versions.reconcile(node, version, version, ctx)]
+    if node.op in versions.REPLACED:  # a deprecated op read as another (Upsample: Resize)
+        converted = versions.REPLACED[node.op](node, ctx)
+    else:
+        canonical = versions.canonical_version(node.op)
+        converted = versions.convert(node, version, canonical, ctx) \
+            if version != canonical else [versions.reconcile(node, version, version, ctx)]
     for out in converted:
         registry.get(out.op, node=out).check_arity(out)
     return converted
@@ -221,30 +242,40 @@ def _fold(proto: wire.Node, ctx: _Context) -> bool:
     return True
 
 
-def _check_op(node: Node, proto: wire.Node, opset: int) -> int:
-    """The version of the node's op that ``opset`` means; unknown ops and domains raise
-    UnknownOpError naming op, domain, opset, node and the supported range."""
+def _check_op(node: Node, proto: wire.Node, opsets: dict[str, int]) -> int:
+    """The version of the node's op that its domain's opset means; unknown ops and domains
+    raise UnknownOpError naming op, domain, opset, node and the supported range."""
     supported = f"portable imports ai.onnx opsets {versions.MIN_IMPORT_OPSET} to " \
                 f"{versions.newest_opset()}"
     domain = proto.domain or "ai.onnx"
-    if proto.domain not in ONNX_DOMAINS:
+    if proto.domain not in ONNX_DOMAINS + ONNX_EXTRA_DOMAINS:
         private = " (portable's private ops are never read from ONNX files)" \
             if proto.domain == PRIVATE_DOMAIN else ""
         raise UnknownOpError(f"node {node.name!r}: op {proto.op_type!r} of domain {domain!r} "
-                             f"is not supported{private}; {supported} (domain 'ai.onnx' only)")
-    version = versions.op_version(proto.op_type, opset)
-    if proto.op_type not in registry.ops or registry.ops[proto.op_type].domain:
+                             f"is not supported{private}; {supported} (and the domains "
+                             f"{', '.join(ONNX_EXTRA_DOMAINS)})")
+    key = node.domain  # "" for ai.onnx
+    if key not in opsets:
+        raise UnknownOpError(f"node {node.name!r}: op {proto.op_type!r} is of domain "
+                             f"{domain!r}, which the model does not import (opset_import "
+                             f"names {sorted(d or 'ai.onnx' for d in opsets)})")
+    opset = opsets[key]
+    name = node.op  # the domain-qualified name outside ai.onnx
+    version = versions.op_version(name, opset)
+    op = registry.ops.get(name)
+    if (op is None or op.private) and name not in versions.REPLACED:
         hint = " (control flow with subgraphs is not supported)" \
-            if proto.op_type in _CONTROL_FLOW else ""
+            if proto.op_type in _CONTROL_FLOW and not key else ""
         exists = "" if version is not None else f", which opset {opset} does not define"
         raise UnknownOpError(f"node {node.name!r}: op {proto.op_type!r} (domain {domain!r}, "
                              f"opset {opset}{exists}) is not implemented by portable{hint}; "
                              f"{supported}; implemented ops: portable.ops.ops")
     if version is None:
         raise UnknownOpError(f"node {node.name!r}: op {proto.op_type!r} does not exist in "
-                             f"ai.onnx opset {opset} (it appears in version "
-                             f"{versions.first_version(proto.op_type)}); {supported}")
-    if opset < versions.MIN_IMPORT_OPSET and version < versions.LEGACY.get(proto.op_type, 99) \
+                             f"{domain} opset {opset} (it appears in version "
+                             f"{versions.first_version(name)}); {supported}")
+    if not key and opset < versions.MIN_IMPORT_OPSET and \
+            version < versions.LEGACY.get(proto.op_type, 99) \
             and version != versions.op_version(proto.op_type, versions.MIN_IMPORT_OPSET):
         raise UnknownOpError(f"node {node.name!r}: op {proto.op_type!r} version {version} "
                              f"(ai.onnx opset {opset}) predates the forms portable reads; "

@@ -14,7 +14,8 @@ import numpy as np
 # A tensor or value with more than MAX_ELEMENTS elements (2^40 - 1: 2^40 floats are 4 TiB), or a dim of
 # MAX_DIM or more, is refused as absurd: portable.dtypes holds the limits every loader shares.
 from portable.dtypes import MAX_DIM, MAX_ELEMENTS  # noqa: F401  (re-exported)
-from portable.dtypes import ONNX_DTYPES, from_onnx, shape_problem
+from portable.dtypes import (LOW_PRECISION, ONNX_DTYPES, PACKED_BITS, from_onnx,
+                             low_precision_missing, shape_problem)
 from portable.errors import OpAttributeError, SerializationError, ShapeError
 from portable.io.onnx.schemas import ATTRIBUTE_KINDS
 from portable.io.onnx.wire import Attribute, Tensor, ValueInfo
@@ -34,7 +35,8 @@ ATTRIBUTE_TYPE_NAMES = {0: "UNDEFINED", 1: "FLOAT", 2: "INT", 3: "STRING", 4: "T
 # element type -> the typed field holding its values when raw_data is absent
 _TYPED_FIELD = {1: "float_data", 11: "double_data", 7: "int64_data", 12: "uint64_data",
                 13: "uint64_data", 2: "int32_data", 3: "int32_data", 4: "int32_data",
-                5: "int32_data", 6: "int32_data", 9: "int32_data", 10: "int32_data"}
+                5: "int32_data", 6: "int32_data", 9: "int32_data", 10: "int32_data",
+                **{code: "int32_data" for code in LOW_PRECISION}}
 FLOAT16 = 10
 
 
@@ -60,15 +62,17 @@ def tensor_to_array(tensor: Tensor, where: str) -> np.ndarray:
     odd offset of the file is unaligned: the executor copies those it runs with)."""
     where = f"{where} {tensor.name!r}" if tensor.name else where
     dims = checked_dims(tensor.dims, where)
-    if tensor.data_type not in ONNX_DTYPES:
-        raise ShapeError(f"{where}: element type {dtype_name(tensor.data_type)} is not "
-                         f"supported; supported: "
-                         f"{', '.join(dtype_name(c) for c in sorted(ONNX_DTYPES))}")
+    _check_element_type(tensor.data_type, where)
     if tensor.data_location == Tensor.EXTERNAL:
         raise SerializationError(f"{where}: its data is in an external file that was not loaded")
     dtype = from_onnx(tensor.data_type)
     count = math.prod(dims)
-    if tensor.raw_data is not None:
+    if tensor.data_type == STRING:
+        return _strings(tensor, dims, count, where)
+    bits = PACKED_BITS.get(tensor.data_type)
+    if bits is not None:
+        array = _unpacked(tensor, bits, count, where).view(dtype)
+    elif tensor.raw_data is not None:
         raw = tensor.raw_data
         if len(raw) != count * dtype.itemsize:
             raise SerializationError(f"{where}: malformed tensor data: {len(raw)} raw bytes for "
@@ -81,10 +85,59 @@ def tensor_to_array(tensor: Tensor, where: str) -> np.ndarray:
         if values.size != count:
             raise SerializationError(f"{where}: malformed tensor data: {values.size} values for "
                                      f"shape {list(dims)} ({count} expected)")
-        if tensor.data_type == FLOAT16:  # float16 values are stored as their bit patterns
-            array = values.astype(np.uint16).view(np.float16)
+        if tensor.data_type == FLOAT16 or tensor.data_type in LOW_PRECISION:
+            # float16, bfloat16 and float8 values are stored as their bit patterns
+            array = values.astype(np.uint64).astype(f"u{dtype.itemsize}").view(dtype)
         else:
             array = values.astype(dtype)
+    array = array.reshape(dims)
+    array.setflags(write=False)
+    return array
+
+
+def _check_element_type(code: int, where: str) -> None:
+    """Refuse (ShapeError) an element type portable cannot hold, saying why."""
+    missing = low_precision_missing(code)
+    if missing is not None:
+        raise ShapeError(f"{where}: {missing}")
+    if code not in ONNX_DTYPES:
+        raise ShapeError(f"{where}: element type {dtype_name(code)} is not supported; "
+                         f"supported: {', '.join(dtype_name(c) for c in sorted(ONNX_DTYPES))}")
+
+
+def _unpacked(tensor: Tensor, bits: int, count: int, where: str) -> np.ndarray:
+    """The values of a packed 4- or 2-bit tensor, one byte each (their bit patterns).
+
+    ONNX packs ``8 // bits`` values into a byte, the first in the low bits; the last byte is
+    padded. ``raw_data`` holds the packed bytes; ``int32_data`` holds one packed byte per int32.
+    """
+    per_byte = 8 // bits
+    size = -(-count // per_byte)
+    if tensor.raw_data is not None:
+        packed = np.frombuffer(tensor.raw_data, np.uint8)
+    else:
+        values = np.asarray(tensor.int32_data if len(tensor.int32_data) else np.zeros(0))
+        packed = values.astype(np.int64).astype(np.uint8)
+    if packed.size != size:
+        raise SerializationError(f"{where}: malformed tensor data: {packed.size} packed bytes "
+                                 f"for {count} {bits}-bit values ({size} expected)")
+    mask = np.uint8((1 << bits) - 1)
+    shifts = np.arange(0, 8, bits, dtype=np.uint8)
+    return ((packed[:, None] >> shifts) & mask).reshape(-1)[:count]
+
+
+STRING = 8
+
+
+def _strings(tensor: Tensor, dims: tuple[int, ...], count: int, where: str) -> np.ndarray:
+    """A string tensor: ``string_data`` (UTF-8 bytes, one entry per element) as a read-only
+    object array of str, the form ``onnx.numpy_helper.to_array`` gives."""
+    values = list(tensor.string_data)
+    if len(values) != count:
+        raise SerializationError(f"{where}: malformed tensor data: {len(values)} strings for "
+                                 f"shape {list(dims)} ({count} expected)")
+    array = np.empty(count, dtype=object)
+    array[:] = [_text(v, where) for v in values]  # (slice assignment keeps one str per cell)
     array = array.reshape(dims)
     array.setflags(write=False)
     return array
@@ -98,9 +151,7 @@ def value_type(info: ValueInfo, where: str) -> TensorType:
         raise ShapeError(f"{where}: type {kind or 'missing'} is not supported (portable runs "
                          f"tensors only, not sequences, maps or optionals)")
     tensor = info.type.tensor_type
-    if tensor.elem_type not in ONNX_DTYPES:
-        raise ShapeError(f"{where}: element type {dtype_name(tensor.elem_type)} is not "
-                         f"supported")
+    _check_element_type(tensor.elem_type, where)
     if tensor.shape is None:
         raise ShapeError(f"{where}: its rank is unknown (no shape); portable needs the rank "
                          f"of every graph input")

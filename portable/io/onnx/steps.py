@@ -227,6 +227,27 @@ def resize_required_inputs(node: Node, ctx: Rewriter) -> list[Node]:
     return [node.replace(inputs=tuple(inputs))]
 
 
+def upsample_to_resize(node: Node, ctx: Rewriter) -> list[Node]:
+    """Upsample (versions 7 to 10; deprecated by Resize) is Resize with asymmetric coordinates
+    (source position = output position / scale): 'nearest' takes the floor of it, as
+    onnxruntime does for Upsample's scales of at least one, 'linear' interpolates. Version 7
+    gives the scales as an attribute, later versions as input 1."""
+    mode = node.attrs.get("mode", "nearest")
+    mode = {"bilinear": "linear", "trilinear": "linear"}.get(mode, mode)
+    if mode not in ("nearest", "linear"):
+        raise OpAttributeError(f"{where(node, ctx.opset)}: mode={mode!r} is not one of "
+                               f"'nearest', 'linear'")
+    if "scales" in node.attrs:
+        scales = ctx.constant(np.asarray(node.attrs["scales"], np.float32),
+                              f"{node.name}_scales")
+    else:
+        scales = node.inputs[1]
+    attrs = {"mode": mode, "coordinate_transformation_mode": "asymmetric"}
+    if mode == "nearest":
+        attrs["nearest_mode"] = "floor"
+    return [Node("Resize", (node.inputs[0], "", scales), node.outputs, attrs, node.name)]
+
+
 def group_norm_18(node: Node, ctx: Rewriter) -> list[Node]:
     """GroupNormalization 18 scaled each group, 21 each channel: not translated."""
     raise OpError(f"{where(node, ctx.opset)}: GroupNormalization before version 21 (a scale "

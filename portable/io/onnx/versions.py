@@ -34,7 +34,7 @@ from portable.io.onnx.steps import (AttrToInput, RemovedAttr, Rewrite, Rewriter,
                                     pad_axes_downgrade, pad_wrap_downgrade, prelu_channels_upgrade,
                                     group_norm_18, resize_10, resize_required_inputs,
                                     shape_slice_downgrade, softmax_downgrade, softmax_upgrade,
-                                    split_downgrade, where)
+                                    split_downgrade, upsample_to_resize, where)
 from portable.ir.graph import Node
 from portable.ops import registry
 
@@ -58,6 +58,69 @@ _LEGACY_BINARY = (Rewrite(7, legacy_broadcast_upgrade),)
 _REDUCE_13 = (AttrToInput(13, "axes", 1, "ints"),)
 _REDUCE_18 = (AttrToInput(18, "axes", 1, "ints"),)
 _SOFTMAX = (Rewrite(13, softmax_upgrade, softmax_downgrade),)
+
+
+
+def _dft_axis_upgrade(node: Node, ctx: Rewriter) -> list[Node]:
+    """DFT's axis became input #2 in 20, its default moving from 1 to -2: an absent
+    attribute of 17 is the constant 1."""
+    attrs = dict(node.attrs)
+    axis = attrs.pop("axis", None)
+    inputs = list(node.inputs) + [""] * (3 - len(node.inputs))
+    inputs[2] = ctx.constant(np.asarray(1 if axis is None else axis, np.int64),
+                             f"{node.name}_axis")
+    return [node.replace(inputs=tuple(inputs), attrs=attrs)]
+
+
+def _dft_axis_downgrade(node: Node, ctx: Rewriter) -> list[Node]:
+    inputs = list(node.inputs)
+    axis = -2
+    if len(inputs) > 2 and inputs[2]:
+        value = ctx.value(inputs[2])
+        if value is None:
+            raise OpError(f"{where(node, ctx.opset)}: input 'axis' must be a constant to "
+                          f"become DFT's attribute before version 20; export at opset >= 20")
+        axis = int(np.asarray(value).reshape(-1)[0])
+        inputs[2] = ""
+    while inputs and not inputs[-1]:
+        inputs.pop()
+    return [node.replace(inputs=tuple(inputs), attrs={**node.attrs, "axis": axis})]
+
+
+def _grid_sample_modes_upgrade(node: Node, ctx: Rewriter) -> list[Node]:
+    """GridSample 16 named its modes 'bilinear' (the default) and 'bicubic'; 20 calls them
+    'linear' and 'cubic'."""
+    mode = node.attrs.get("mode", "bilinear")
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    return [node.replace(attrs={**node.attrs, "mode": mode})]
+
+
+def _grid_sample_modes_downgrade(node: Node, ctx: Rewriter) -> list[Node]:
+    known = ctx.type(node.inputs[0])
+    if known is None or known.rank != 4:
+        raise OpError(f"{where(node, ctx.opset)}: GridSample before version 20 samples 4-D "
+                      f"inputs only (this input: {known!r}); export at opset >= 20")
+    mode = node.attrs.get("mode", "linear")
+    mode = {"linear": "bilinear", "cubic": "bicubic"}.get(mode, mode)
+    return [node.replace(attrs={**node.attrs, "mode": mode})]
+
+
+def _roi_align_upgrade(node: Node, ctx: Rewriter) -> list[Node]:
+    """RoiAlign 10 had no coordinate_transformation_mode and behaved as 'output_half_pixel'
+    (no half-pixel shift); 16 added the attribute with the default 'half_pixel'."""
+    return [node.replace(attrs={"coordinate_transformation_mode": "output_half_pixel",
+                                **node.attrs})]
+
+
+def _roi_align_downgrade(node: Node, ctx: Rewriter) -> list[Node]:
+    attrs = dict(node.attrs)
+    mode = attrs.pop("coordinate_transformation_mode", "half_pixel")
+    if mode != "output_half_pixel":
+        raise OpAttributeError(f"{where(node, ctx.opset)}: RoiAlign before version 16 has no "
+                               f"coordinate_transformation_mode={mode!r} (it always behaves as "
+                               f"'output_half_pixel'); export at opset >= 16")
+    return [node.replace(attrs=attrs)]
+
 
 STEPS: dict[str, tuple[Step, ...]] = {
     "Reshape": (AttrToInput(5, "shape", 1, "ints"),),
@@ -91,6 +154,9 @@ STEPS: dict[str, tuple[Step, ...]] = {
     "LogSoftmax": _SOFTMAX,
     "Gemm": (RemovedAttr(7, "broadcast", (0, 1)), Rewrite(11, None, gemm_bias_downgrade)),
     "Shape": (Rewrite(15, None, shape_slice_downgrade),),
+    "GridSample": (Rewrite(20, _grid_sample_modes_upgrade, _grid_sample_modes_downgrade),),
+    "RoiAlign": (Rewrite(16, _roi_align_upgrade, _roi_align_downgrade),),
+    "DFT": (Rewrite(20, _dft_axis_upgrade, _dft_axis_downgrade),),
 }
 
 # Ops read from these versions on even in models older than MIN_IMPORT_OPSET: the steps above
@@ -98,6 +164,20 @@ STEPS: dict[str, tuple[Step, ...]] = {
 LEGACY: dict[str, int] = {"Add": 6, "Sub": 6, "Mul": 6, "Div": 6, "Pow": 1, "Gemm": 6,
                           "BatchNormalization": 6, "Dropout": 6, "AveragePool": 1,
                           "PRelu": 6}
+
+# Deprecated ops that portable reads as another op (no declaration of their own): the rewrite
+# returns canonical nodes of that op, checked by the importer like any converted node.
+REPLACED: dict[str, Callable[[Node, Rewriter], list[Node]]] = {"Upsample": upsample_to_resize}
+
+
+def _scatter_to_scatter_elements(node: Node, ctx: Rewriter) -> list[Node]:
+    """Scatter (versions 9 and 11; deprecated by ScatterElements in 11) is ScatterElements
+    without a reduction."""
+    return [Node("ScatterElements", node.inputs, node.outputs,
+                 {"axis": node.attrs.get("axis", 0)}, node.name)]
+
+
+REPLACED["Scatter"] = _scatter_to_scatter_elements
 
 # Canonical attributes that ONNX spells differently at every version (portable-only forms),
 # rewritten before any export step.
