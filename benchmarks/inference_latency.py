@@ -19,6 +19,15 @@ Usage:
 ``--profile`` adds, per model (batch 1, one thread, in its own worker), the share of portable's
 run time spent in each op type (kernels timed one by one in the compiled plan), to see which
 kernels dominate.
+
+``--dynamic`` adds the dynamic-shape case (``--dynamic-only``: only it): a small decoder-only
+transformer built with onnx.helper (token and position embeddings, ``--layers`` blocks of
+causal self-attention written as MatMul/Softmax and a MLP, symbolic batch and sequence
+length), run at sequence lengths ``--seq-lens`` (default 16..512) in increasing order, then
+once more each. Per length it gives the first call (portable plans the new shape there; ORT
+sets up its own) and the median of later calls (portable's cached plan), beside onnxruntime,
+and ``planning_ms``: the first call minus the median of later ones, the cost of a new shape.
+The repeated pass shows that a length seen before is not planned again (``plans_made``).
 """
 from __future__ import annotations
 
@@ -105,6 +114,155 @@ def worker(runtime: str, threads: int, models: list[str], batches: list[int],
                               "iters": iters}), flush=True)
 
 
+# -- the dynamic-shape case: a decoder-only transformer -----------------------------------------
+
+
+def decoder_model(layers: int = 2, width: int = 128, heads: int = 4, vocab: int = 1000,
+                  max_len: int = 512, seed: int = 0):
+    """A GPT-style decoder as an ONNX model: input_ids int64 [batch, seq] (both symbolic) ->
+    logits float32 [batch, seq, vocab]. Attention is MatMul/Softmax with a causal mask sliced
+    from a [max_len, max_len] table by the sequence length (a Shape -> Slice chain, so every
+    shape follows the input's)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def const(name, value):
+        inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def weight(name, *shape):
+        return const(name, (rng.normal(size=shape) / np.sqrt(shape[0])).astype(np.float32))
+
+    def node(op, inputs, output, **attrs):
+        nodes.append(helper.make_node(op, inputs, [output], **attrs))
+        return output
+
+    head = width // heads
+    ints = lambda *v: np.array(v, np.int64)  # noqa: E731
+    node("Shape", ["input_ids"], "ids_shape")
+    seq = node("Slice", ["ids_shape", const("one", ints(1)), const("two", ints(2))], "seq")
+    zero = const("zero", ints(0))
+    tokens = node("Gather", [weight("tok_emb", vocab, width), "input_ids"], "tokens")
+    positions = node("Slice", [weight("pos_emb", max_len, width), zero, seq, zero], "positions")
+    x = node("Add", [tokens, positions], "x0")
+    causal = np.triu(np.full((max_len, max_len), -1e9, np.float32), 1)
+    mask = node("Slice", [const("causal", causal), const("zeros2", ints(0, 0)),
+                          node("Concat", [seq, seq], "seq2", axis=0),
+                          const("axes01", ints(0, 1))], "mask")
+    split_heads = const("split_heads", ints(0, 0, heads, head))
+    merge_heads = const("merge_heads", ints(0, 0, width))
+    scale = const("scale", np.array(1.0 / np.sqrt(head), np.float32))
+    ones, zeros = np.ones(width, np.float32), np.zeros(width, np.float32)
+    for i in range(layers):
+        p = f"l{i}_"
+        h = node("LayerNormalization", [x, const(p + "ln1_g", ones), const(p + "ln1_b", zeros)],
+                 p + "h", axis=-1)
+        qkv = {}
+        for part in "qkv":
+            flat = node("MatMul", [h, weight(p + "w" + part, width, width)], p + part)
+            shaped = node("Reshape", [flat, split_heads], p + part + "_heads")
+            perm = [0, 2, 3, 1] if part == "k" else [0, 2, 1, 3]
+            qkv[part] = node("Transpose", [shaped], p + part + "_t", perm=perm)
+        scores = node("Mul", [node("MatMul", [qkv["q"], qkv["k"]], p + "qk"), scale],
+                      p + "scores")
+        probs = node("Softmax", [node("Add", [scores, mask], p + "masked")], p + "probs",
+                     axis=-1)
+        context = node("Transpose", [node("MatMul", [probs, qkv["v"]], p + "ctx")],
+                       p + "ctx_t", perm=[0, 2, 1, 3])
+        merged = node("Reshape", [context, merge_heads], p + "merged")
+        x = node("Add", [x, node("MatMul", [merged, weight(p + "wo", width, width)],
+                                 p + "attn")], p + "x1")
+        h = node("LayerNormalization", [x, const(p + "ln2_g", ones), const(p + "ln2_b", zeros)],
+                 p + "h2", axis=-1)
+        up = node("Relu", [node("MatMul", [h, weight(p + "w_up", width, 4 * width)],
+                                p + "up")], p + "act")
+        x = node("Add", [x, node("MatMul", [up, weight(p + "w_down", 4 * width, width)],
+                                 p + "down")], p + "x2")
+    h = node("LayerNormalization", [x, const("lnf_g", ones), const("lnf_b", zeros)], "hf",
+             axis=-1)
+    node("MatMul", [h, weight("w_out", width, vocab)], "logits")
+    graph = helper.make_graph(
+        nodes, "decoder",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", vocab])],
+        inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def dynamic_worker(runtime: str, threads: int, seq_lens: list[int], layers: int,
+                   min_iters: int, min_seconds: float) -> None:
+    """Time the decoder at each sequence length in this process (first call, then later
+    calls), lengths in increasing order and then once more; one JSON line per length and
+    pass."""
+    import numpy as np
+
+    model = decoder_model(layers=layers, max_len=max(seq_lens))
+    if runtime == "portable":
+        from exporters.onnx import backend
+
+        rep = backend.prepare(model)
+        run = lambda ids: rep.run({"input_ids": ids})  # noqa: E731
+        plans = lambda: len(rep._plans)  # noqa: E731
+    else:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        session = ort.InferenceSession(model.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        run = lambda ids: session.run(None, {"input_ids": ids})  # noqa: E731
+        plans = lambda: None  # noqa: E731
+    rng = np.random.default_rng(0)
+    for repeat, lengths in enumerate((seq_lens, seq_lens)):
+        for seq in lengths:
+            ids = rng.integers(0, 1000, size=(1, seq), dtype=np.int64)
+            start = time.perf_counter()
+            run(ids)
+            first = time.perf_counter() - start
+            times, began = [], time.perf_counter()
+            while len(times) < min_iters or time.perf_counter() - began < min_seconds:
+                start = time.perf_counter()
+                run(ids)
+                times.append(time.perf_counter() - start)
+            later = statistics.median(times)
+            print(json.dumps({"seq": seq, "pass": repeat, "first_ms": round(1e3 * first, 3),
+                              "later_ms": round(1e3 * later, 3), "iters": len(times),
+                              "plans_cached": plans()}), flush=True)
+
+
+def dynamic_case(args: argparse.Namespace) -> dict:
+    """The dynamic-shape case: both runtimes in their own workers, at one thread count."""
+    threads = args.threads[0]
+    rows = {}
+    for runtime in ("portable", "onnxruntime"):
+        for row in _spawn(f"dynamic-{runtime}", threads, args):
+            rows.setdefault((row["seq"], row["pass"]), {})[runtime] = row
+    results = []
+    for (seq, repeat), pair in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        ours, theirs = pair["portable"], pair["onnxruntime"]
+        results.append({
+            "seq": seq, "pass": "new shape" if repeat == 0 else "seen before",
+            "portable_first_ms": ours["first_ms"], "portable_later_ms": ours["later_ms"],
+            "portable_planning_ms": round(ours["first_ms"] - ours["later_ms"], 3),
+            "onnxruntime_first_ms": theirs["first_ms"],
+            "onnxruntime_later_ms": theirs["later_ms"],
+            "later_ratio": round(ours["later_ms"] / theirs["later_ms"], 3),
+            "first_ratio": round(ours["first_ms"] / theirs["first_ms"], 3),
+            "portable_plans_cached": ours["plans_cached"]})
+    new = [r for r in results if r["pass"] == "new shape"]
+    return {"model": f"decoder-only transformer, {args.layers} layers, width 128, 4 heads, "
+                     f"vocab 1000, batch 1, symbolic batch and sequence",
+            "threads": threads,
+            "planning_ms_per_new_shape": {r["seq"]: r["portable_planning_ms"] for r in new},
+            "geomean_later_ratio": round(math.exp(statistics.fmean(
+                math.log(r["later_ratio"]) for r in new)), 3),
+            "results": results}
+
+
 def profile(models: list[str]) -> dict:
     """Share of portable's time per op type (batch 1): the compiled plan run one step at a
     time (``CompiledGraph.execute(env, i, i + 1)``), each step timed."""
@@ -138,13 +296,16 @@ def _spawn(runtime: str, threads: int, args: argparse.Namespace) -> dict:
     command = [sys.executable, os.path.abspath(__file__), "--worker", runtime, "--threads",
                str(threads), "--min-iters", str(args.min_iters), "--min-seconds",
                str(args.min_seconds), "--models", *args.models, "--batches",
-               *map(str, args.batches)]
+               *map(str, args.batches), "--seq-lens", *map(str, args.seq_lens), "--layers",
+               str(args.layers)]
     done = subprocess.run(command, capture_output=True, text=True, env=env,
                           timeout=args.worker_timeout)
     if done.returncode != 0:
         raise RuntimeError(f"{runtime} worker failed:\n{done.stderr[-3000:]}")
     if runtime == "profile":
         return json.loads(done.stdout.splitlines()[-1])
+    if runtime.startswith("dynamic-"):
+        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return {(row["model"], row["batch"]): row["ms"] for row in rows}
 
@@ -159,12 +320,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-seconds", type=float, default=1.0)
     parser.add_argument("--worker-timeout", type=float, default=3600.0)
     parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--worker", choices=("portable", "onnxruntime", "profile"),
+    parser.add_argument("--dynamic", action="store_true",
+                        help="add the dynamic-shape case (a decoder at --seq-lens)")
+    parser.add_argument("--dynamic-only", action="store_true",
+                        help="run only the dynamic-shape case")
+    parser.add_argument("--seq-lens", nargs="+", type=int,
+                        default=[16, 32, 64, 128, 256, 512])
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--worker", choices=("portable", "onnxruntime", "profile",
+                                             "dynamic-portable", "dynamic-onnxruntime"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.models = args.models or list(light_models())
     if args.worker == "profile":
         print(json.dumps(profile(args.models)))
+        return 0
+    if args.worker and args.worker.startswith("dynamic-"):
+        dynamic_worker(args.worker[len("dynamic-"):], args.threads[0], args.seq_lens,
+                       args.layers, args.min_iters, args.min_seconds)
+        return 0
+    if args.dynamic_only:
+        import onnxruntime
+
+        print(json.dumps({"benchmark": "inference_latency", "unit": "ms",
+                          "onnxruntime": onnxruntime.__version__,
+                          "dynamic_shapes": dynamic_case(args)}, indent=1))
         return 0
     if args.worker:
         worker(args.worker, args.threads[0], args.models, args.batches, args.min_iters,
@@ -207,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
               "repeats": args.repeats, "summary": summary, "results": rows}
     if args.profile:  # in a one-thread worker, like the figures it explains
         report["portable_time_by_op_batch1_threads1"] = _spawn("profile", 1, args)
+    if args.dynamic:
+        report["dynamic_shapes"] = dynamic_case(args)
     print(json.dumps(report, indent=1))
     return 0
 

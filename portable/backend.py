@@ -8,6 +8,13 @@ kernel table keyed by qualified op name. Kernels use destination-passing style:
 
 They write into ``outputs``, buffers already placed by the planner. A missing kernel raises
 MissingKernelError naming the op and the device: there is no silent fallback.
+
+Run-time outputs: an op declared ``dynamic_outputs`` (NonZero, Unique, Loop, the sequence ops)
+may have outputs whose shape depends on input values, or that are not tensors (sequences,
+optionals). The planner cannot place those; the executor passes None in their place and the
+kernel returns a list with one value per output: the array (or sequence, optional) it made for
+each output given as None, and None for each output it wrote into. ``output_array`` serves both
+cases, so one kernel runs whether or not planning could fix the shape.
 """
 from __future__ import annotations
 
@@ -32,6 +39,30 @@ class KernelContext:
     backend: "Backend"
     node: Any = None
     workspace: dict = field(default_factory=dict)
+
+
+def output_array(ctx: KernelContext, outputs: list, index: int, shape: tuple[int, ...],
+                 dtype: Any) -> Any:
+    """Output ``index`` of a ``dynamic_outputs`` kernel: the planned buffer when the executor
+    gave one (its shape must be ``shape``), else a new array of the backend's.
+
+    Example:
+        >>> y = output_array(ctx, outputs, 0, (2, count), np.int64)   # doctest: +SKIP
+        >>> return [None if outputs[0] is not None else y]            # doctest: +SKIP
+    """
+    given = outputs[index]
+    if given is not None:
+        if tuple(given.shape) != tuple(shape):
+            raise ValueError(f"output {index} was planned as {tuple(given.shape)}, the kernel "
+                             f"computed {tuple(shape)}")
+        return given
+    return ctx.backend.empty(tuple(int(d) for d in shape), dtype)
+
+
+def returned_outputs(outputs: list, made: list) -> list:
+    """What a ``dynamic_outputs`` kernel returns: each made value where the executor gave no
+    buffer, None where it wrote into the given one."""
+    return [value if given is None else None for given, value in zip(outputs, made)]
 
 
 class Backend:

@@ -61,6 +61,30 @@ LOW_PRECISION: dict[int, str] = {
 # Element types packed on the wire (ONNX's layout: the first element in the low bits of a byte).
 PACKED_BITS: dict[int, int] = {21: 4, 22: 4, 23: 4, 25: 2, 26: 2}
 _INTEGER_CODES = frozenset((21, 22, 25, 26))
+
+
+def unpack_bits(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """The ``count`` bit patterns (one uint8 each) held in ``packed`` (uint8) at ``bits`` bits
+    per value, ONNX's layout: ``8 // bits`` values a byte, the first in the low bits."""
+    mask = np.uint8((1 << bits) - 1)
+    shifts = np.arange(0, 8, bits, dtype=np.uint8)
+    return ((np.asarray(packed, np.uint8)[:, None] >> shifts) & mask).reshape(-1)[:count]
+
+
+def pack_bits(patterns: np.ndarray, bits: int) -> np.ndarray:
+    """The inverse of ``unpack_bits``: uint8 bit patterns (any shape) packed, the last byte
+    padded with zeros.
+
+    Example:
+        >>> pack_bits(np.array([1, 2, 3], np.uint8), 4).tolist()
+        [33, 3]
+    """
+    per_byte = 8 // bits
+    flat = np.asarray(patterns).reshape(-1).view(np.uint8) & np.uint8((1 << bits) - 1)
+    padded = np.zeros(-(-flat.size // per_byte) * per_byte, np.uint8)
+    padded[:flat.size] = flat
+    shifts = np.arange(0, 8, bits, dtype=np.uint8)
+    return np.bitwise_or.reduce(padded.reshape(-1, per_byte) << shifts, axis=1).astype(np.uint8)
 _LOW_NAMES = frozenset(LOW_PRECISION.values())
 _LOADED: list[bool] = []  # [True] once ml_dtypes' types are in the tables
 

@@ -9,11 +9,13 @@ cached on disk between runs).
 Layers, each importing only those above it in this list (``tests/test_layering.py`` keeps the
 import graph free of circles):
 
-- ``device``, ``program_cache``, ``runtime``, ``scalars``: one device, its queue, compiled
-  programs, and how dtypes look in C;
+- ``device``, ``program_cache``, ``runtime``, ``formats``, ``scalars``: one device, its queue,
+  compiled programs, the storage formats without a C type (bfloat16, float8...), and how dtypes
+  look in C;
 - ``allocator``: ``CLArray``, a typed strided view of a buffer, with host copies;
 - ``codegen`` (the elementwise op and its C rendering), then ``optable`` (the table of ops);
 - ``families``, then ``elementwise``: launching elementwise work, and the copies built on it;
+  ``convert``: ONNX Cast's conversion between every pair of element types;
 - ``gemm``, ``reduction``, ``gather``: the hand-written launches;
 - ``arrayops``: the array namespace (``backend.xp``) and CLArray's NumPy-like methods, which
   this package attaches once at import (``arrayops.install_operators``); ``fallback``, the
@@ -102,7 +104,8 @@ class OpenCLBackend(Backend):
                 if out is not None:
                     runtime.touch(out)
             with runtime.deferred():  # launches enqueue; the block's end waits once
-                fn(ctx, inputs, outputs, attrs)
+                # (a dynamic_outputs kernel returns the values it made: pass them on)
+                return fn(ctx, inputs, outputs, attrs)
         run.__name__ = getattr(fn, "__name__", op)
         if getattr(fn, "workspace", None) is not None:  # scratch the memory plan counts
             run.workspace = fn.workspace
@@ -127,8 +130,9 @@ class OpenCLBackend(Backend):
 
     # -- allocator -------------------------------------------------------------------------
     def dtype_problem(self, dtype: Any) -> str | None:
-        """Why this backend cannot hold ``dtype`` (bfloat16, float8, 4- and 2-bit types have
-        no OpenCL C type), or None."""
+        """Why this backend cannot hold ``dtype``, or None. Every numeric ONNX element type is
+        held: bfloat16, float8, float4 and the 4- and 2-bit integers as storage formats
+        (``formats``)."""
         try:
             ctype(dtype)
         except BackendError:

@@ -26,7 +26,7 @@ import numpy as np
 
 from portable.errors import BackendError
 
-from backends.opencl.scalars import ctype
+from backends.opencl.scalars import ctype, storage_view_dtype
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -312,6 +312,7 @@ def upload(target: CLArray, host: np.ndarray) -> None:
 
     target.runtime.touch(target)
     if host.nbytes:
+        host = host.view(storage_view_dtype(host.dtype))  # (ml_dtypes' types: as bytes)
         with target.runtime.lock:
             event = cl.enqueue_copy(target.runtime.queue, target.buffer, host,
                                     dst_offset=target.offset * target.itemsize,
@@ -337,7 +338,8 @@ def to_numpy(array: CLArray) -> np.ndarray:
     host = np.empty(array.shape, array.dtype)
     if host.nbytes:
         with source.runtime.lock:
-            event = cl.enqueue_copy(source.runtime.queue, host, source.buffer,
+            event = cl.enqueue_copy(source.runtime.queue,
+                                    host.view(storage_view_dtype(host.dtype)), source.buffer,
                                     src_offset=source.offset * source.itemsize,
                                     is_blocking=True)
         source.runtime.record(event)

@@ -46,7 +46,7 @@ class EwOp:
         expr: the template, or a function of the operands' CTypes returning one.
         arity: number of operands.
         result: "promote" (NumPy promotion of the promoted operands), "bool", "first" (the
-            first operand's dtype) or "given" (the output's dtype: casts).
+            first operand's dtype), "float32" or "given" (the output's dtype: casts).
         promote: operands converted to the common compute type (default: all); the others
             keep their own (a condition, an integer exponent, a cast's source).
         params: names of float parameters.
@@ -111,6 +111,8 @@ def step_dtypes(steps: Sequence[Step], operands: Sequence[Operand],
                 raise BackendError(f"elementwise {op.name}: the output dtype must be given")
         elif op.result == "bool":
             dtype = np.dtype(np.bool_)
+        elif op.result == "float32":
+            dtype = np.dtype(np.float32)
         elif op.result == "first":
             dtype = _as_dtype(refs[0])
         else:
@@ -262,6 +264,8 @@ def elementwise_source(steps, ops, types, out_dtypes, per: int = 1) -> str:
         template = literals(op.template(arg_types), compute[j])
         expr = template.format(*names, **{p: f"p{j}_{p}" for p in op.params})
         result = ctype(types[j])
+        if op.result == "given" and types[j] == np.bool_:
+            expr = f"({expr}) != 0"  # (a conversion to bool is a test, as in NumPy: 0.5 is True)
         lines.append(f"const {result.compute} t{j} = ({result.compute})({expr});")
         if op.helpers and op.helpers not in helpers:
             helpers.append(op.helpers)

@@ -34,7 +34,7 @@ from backends.opencl.codegen import (MAX_RANK, EwOp, Operand, Step, collapse,
                                      step_dtypes, strided_layout)
 from backends.opencl.families import run_family
 from backends.opencl.optable import TABLE
-from backends.opencl.scalars import ctype
+from backends.opencl.scalars import ctype, storage_view_dtype
 
 
 def _broadcast(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
@@ -147,6 +147,9 @@ def _family_op(steps, ops, types, results):
     all converted to one compute type), else None."""
     if len(steps) != 1 or len(results) != 1:
         return None
+    if any(ctype(t).loader for t in [*types, *(o.dtype for o in ops if o.is_array),
+                                     results[0].dtype]):
+        return None  # storage formats (bfloat16, float8...): the generated kernel loads them
     step = steps[0]
     op = step.op
     if step.args != tuple(("in", k) for k in range(len(ops))):
@@ -225,6 +228,17 @@ def assign(target: CLArray, value: Any) -> None:
         value = from_numpy(target.runtime, to_numpy(value))
     if target.size == 0:
         return
+    bits = storage_view_dtype(target.dtype)
+    if bits != target.dtype:  # a storage format (bfloat16, float8...)
+        if not isinstance(value, CLArray):  # a fill: converted on the host, as NumPy does
+            value = np.asarray(value).astype(target.dtype).view(bits)[()]
+        elif value.dtype == target.dtype:  # a copy keeps the bits (NaN payloads too)
+            value = _reinterpret(value, bits)
+        else:
+            apply("Cast", value, out=target)
+            return
+        assign(_reinterpret(target, bits), value)
+        return
     if isinstance(value, CLArray) and value.buffer is target.buffer and value.dtype == \
             target.dtype and (value.offset, value.strides, value.shape) == \
             (target.offset, target.strides, target.shape):
@@ -241,6 +255,11 @@ def assign(target: CLArray, value: Any) -> None:
         target.runtime.record(event)
         return
     apply("Cast", value, out=target)
+
+
+def _reinterpret(x: CLArray, dtype: np.dtype) -> CLArray:
+    """``x``'s elements seen as ``dtype`` of the same width (a view)."""
+    return CLArray(x.runtime, x.buffer, x.shape, dtype, x.strides, x.offset)
 
 
 def _plain_copy(target: CLArray, value: CLArray) -> bool:

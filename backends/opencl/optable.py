@@ -56,10 +56,13 @@ _op("Mul", "{0} * {1}", 2)
 # ONNX integer division truncates toward zero, as C does; a zero divisor gives 0 (NumPy's).
 _op("Div", lambda a, b: "{0} / {1}" if a.is_float else "({1} == 0 ? 0 : {0} / {1})", 2)
 _op("Pow", _pow, 2, result="first", promote=(0,), helpers=_IPOW)
-# fmod != 0: the dividend's sign (C's % and fmod); else the divisor's (NumPy's mod). A zero
-# integer divisor gives 0, as NumPy does.
+# fmod != 0: the dividend's sign (C's % and fmod); else the divisor's (NumPy's mod, written
+# as NumPy's npy_divmod does: from fmod, so an infinite divisor and the signs of zeros come out
+# as there: -3 mod inf = inf, 0 mod -2 = -0). A zero integer divisor gives 0, as NumPy does.
 _op("Mod", lambda a, b:
-    "({fmod} != 0 ? fmod({0}, {1}) : ({0} - floor({0} / {1}) * {1}))" if a.is_float else
+    "({fmod} != 0 ? fmod({0}, {1}) : (fmod({0}, {1}) == 0 ? copysign(L(0.0), {1}) : "
+    "((fmod({0}, {1}) < 0) != ({1} < 0) ? fmod({0}, {1}) + {1} : fmod({0}, {1}))))"
+    if a.is_float else
     "({1} == 0 ? 0 : ({fmod} != 0 || {0} % {1} == 0 || (({0} % {1} < 0) == ({1} < 0)) ? "
     "{0} % {1} : {0} % {1} + {1}))", 2, params=("fmod",))
 _op("Max", _extreme(">"), 2)

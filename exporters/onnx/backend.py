@@ -3,12 +3,16 @@
 ``prepare`` imports the model with every initializer as a constant; each distinct set of input
 shapes is then planned once: constants are folded (weights that the model computes, such as
 ConstantOfShape outputs, included), the planned memory is checked against the machine, and the
-graph is compiled for the device (``portable.executor.compiled.CompiledGraph``).
+graph is compiled for the device (``portable.executor.segments.compile_graph``: one
+``CompiledGraph``, or, where values decide shapes at run time (NonZero, Unique, a Reshape
+target computed from data), planned segments with run-time allocation between them).
 
 portable plans shapes ahead of running, so an input whose *value* decides shapes (a Reshape
-target, Slice bounds, reduction axes fed at run time) must be known while planning: small
+target, Slice bounds, reduction axes fed at run time) is best known while planning: small
 integer inputs (at most ``SPECIALISE_LIMIT`` elements, rank <= 1) and scalars are planned as
-constants, and the plan is keyed by their values as well as by the shapes.
+constants, and the plan is keyed by their values as well as by the shapes. Any other value a
+type rule needs (a TopK k computed from data) splits the plan: what follows it is planned once
+a run has computed it, per value (``portable.executor.segments``).
 
 Example:
     >>> import exporters.onnx.backend as backend
@@ -27,9 +31,9 @@ from onnx.backend.base import Backend, BackendRep, namedtupledict
 from portable.device import Device, as_device
 from portable.errors import BindError, PortableError, ShapeError
 from portable.executor.compiled import CompiledGraph
-from portable.executor.feeds import check_feeds
+from portable.executor.feeds import check_feeds, fed_type, to_device
+from portable.executor.segments import SegmentedGraph, compile_graph, plannable, split_graph
 from portable.ir.graph import Graph, TensorType
-from portable.passes.infer import infer_types
 from portable.predict.resident import machine_bytes
 
 from portable.io.onnx.importer import import_graph
@@ -68,25 +72,28 @@ class PortableRep(BackendRep):
         self.optimize = optimize
         self.input_names = [name for name, _ in graph.inputs]
         self.output_names = list(graph.outputs)
-        self._plans: dict[tuple, CompiledGraph] = {}
+        self._plans: dict[tuple, CompiledGraph | SegmentedGraph] = {}
         self._shape_feeds = _shape_feeds(graph)
 
     def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
         return check_feeds(inputs, self.graph.input_types, label=f"graph {self.graph.name!r}")
 
-    def plan(self, feeds: Mapping[str, np.ndarray]) -> CompiledGraph:
+    def plan(self, feeds: Mapping[str, np.ndarray]) -> CompiledGraph | SegmentedGraph:
         """The compiled plan for these inputs' shapes (and specialised values), made on first
-        use."""
-        values = {name: array for name, array in feeds.items()
-                  if specialised(array) or name in self._shape_feeds}
-        key = tuple((array.shape, _value_key(array) if name in values else None)
+        use: a SegmentedGraph when values decide shapes (NonZero, a run-time Reshape target),
+        whose later segments are planned per shape signature as they come."""
+        declared = self.graph.input_types
+        # (sequences and optionals are never planned with their values: fed_type keys them)
+        values = {name: array for name, array in feeds.items() if isinstance(array, np.ndarray)
+                  and (specialised(array) or name in self._shape_feeds)}
+        types = {name: fed_type(array, declared[name]) for name, array in feeds.items()}
+        key = tuple((types[name], _value_key(array) if name in values else None)
                     for name, array in feeds.items())
         plan = self._plans.pop(key, None)
         if plan is None:
-            types = {name: TensorType(array.shape, array.dtype) for name, array in feeds.items()}
             folded = fold_constants(self.graph, types, values)
             try:
-                plan = CompiledGraph(folded, self.device, folded.input_types,
+                plan = compile_graph(folded, self.device, folded.input_types,
                                      optimize=self.optimize)
             except MemoryError as exc:
                 raise ShapeError(f"graph {self.graph.name!r}: out of memory while planning for "
@@ -104,13 +111,23 @@ class PortableRep(BackendRep):
         try:
             # (inputs planned with their values are constants of the plan: not copied again)
             running = set(plan.graph.input_names)
-            outputs = plan.run({name: backend.from_numpy(array) for name, array in feeds.items()
+            outputs = plan.run({name: to_device(backend, array) for name, array in feeds.items()
                                 if name in running})
             backend.synchronize()
-            host = [np.array(backend.to_numpy(out), copy=True) for out in outputs]
+            host = [_host(backend, out) for out in outputs]
         except MemoryError as exc:
             raise ShapeError(f"graph {self.graph.name!r}: out of memory while running") from exc
         return namedtupledict("Outputs", self.output_names)(*host)
+
+
+def _host(backend: Any, value: Any) -> Any:
+    """An output as the caller owns it: a NumPy copy (a list of them for a sequence, None
+    for an empty optional)."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [_host(backend, item) for item in value]
+    return np.array(backend.to_numpy(value), copy=True)
 
 
 def _shape_feeds(graph: Graph) -> set[str]:
@@ -143,9 +160,10 @@ def fold_constants(graph: Graph, input_types: Mapping[str, TensorType],
                    input_values: Mapping[str, np.ndarray] | None = None) -> Graph:
     """``graph`` with every node whose outputs are known for these input types (and values)
     replaced by constants, after checking that the planned tensors fit in memory. Inputs
-    given values become constants too (the graph keeps only the other inputs, typed)."""
-    info = infer_types(graph, input_types, input_values, fold_limit=FOLD_LIMIT)
-    check_memory(graph, info.types)
+    given values become constants too (the graph keeps only the other inputs, typed). Values
+    known only at run time (``portable.executor.segments``) are left to the run."""
+    info = split_graph(graph, input_types, input_values, fold_limit=FOLD_LIMIT).info
+    check_memory(graph, {name: type_ for name, type_ in info.types.items() if plannable(type_)})
     fixed = set(input_values or {})
     kept = [node for node in graph.nodes
             if not all(not out or out in info.values for out in node.outputs)]

@@ -35,7 +35,7 @@ from portable.io.exporters import register_exporter
 from portable.io.onnx import schemas, versions
 from portable.io.onnx.steps import RewriteContext
 from portable.ir.graph import Graph, Node, TensorType
-from portable.ops import registry
+from portable.ops import control_flow, registry
 from portable.ops.gradients import GradContext
 from portable.passes.infer import TypeInfo, infer_node, infer_types
 from portable.passes.training import set_training_mode
@@ -174,16 +174,17 @@ def export_graph(graph: Graph, params: Mapping[str, Any] | None = None,
                             f"{declared!r}")
     graph, _ = set_training_mode(graph, False)
     data = [(name, type_) for name, type_ in graph.inputs if name not in params]
-    symbolic = {(name, axis) for name, type_ in data for axis, d in enumerate(type_.shape)
-                if d is None}
+    # (sequences and optionals, portable.ir.types, are written as their types)
+    symbolic = {(name, axis) for name, type_ in data if isinstance(type_, TensorType)
+                for axis, d in enumerate(type_.shape) if d is None}
     # Symbolic dims are typed as 1 while lowering; the file keeps them symbolic.
     probe = {name: TensorType([1 if d is None else d for d in type_.shape], type_.dtype)
-             for name, type_ in data}
+             if isinstance(type_, TensorType) else type_ for name, type_ in data}
     probe.update({name: TensorType(value.shape, value.dtype) for name, value in params.items()})
     info = infer_types(graph, probe, params)
     nodes, ctx, outputs = _lower(graph, opset, info, {name for name, _ in data})
     batch = {name: type_.shape[0] for name, type_ in probe.items()
-             if name not in params and type_.rank}
+             if name not in params and isinstance(type_, TensorType) and type_.rank}
     model = _build(graph, nodes, ctx, outputs, params, data, opset, symbolic,
                    dynamic_batch, batch)
     if check and model.ByteSize() < PROTOBUF_LIMIT:
@@ -239,6 +240,8 @@ def _lower(graph: Graph, opset: int, info: TypeInfo, data: set[str]
                     renamed[out] = result
             work.extendleft(reversed(emitted))
             continue
+        if any(isinstance(value, Graph) for value in node.attrs.values()):
+            node = _with_subgraph_protos(node, op, opset, info)
         fixup = versions.TO_ONNX.get(node.op)
         for step in (fixup(node, ctx) if fixup else [node]):
             converted = versions.convert(step, op.onnx.since_version, version, ctx)
@@ -253,6 +256,67 @@ def _lower(graph: Graph, opset: int, info: TypeInfo, data: set[str]
         if source != name:
             lowered.append(Node("Identity", (source,), (name,), {}, ctx.fresh(f"{name}/output")))
     return lowered, ctx, outputs
+
+
+def _with_subgraph_protos(node: Node, op: registry.OpDef, opset: int, info: TypeInfo) -> Node:
+    """A control-flow node as ONNX has it: its subgraphs lowered and written as GraphProtos,
+    and the trailing inputs that stand for their outer-scope references dropped again (the
+    bodies keep reading those values by name; see ``portable/ir/graph.py``)."""
+    attrs = op.resolve_attrs(node)
+    graphs = {key: value for key, value in attrs.items() if isinstance(value, Graph)}
+    count = max(len(body.captures) for body in graphs.values())
+    outer = node.inputs[len(node.inputs) - count:] if count else ()
+    types = [info.types.get(name) if name else None for name in node.inputs]
+    body_types = control_flow.subgraph_input_types(node.op, attrs, types)
+    changed = dict(node.attrs)
+    for key, body in graphs.items():
+        changed[key] = _subgraph_proto(body, body_types[key], outer, opset,
+                                       f"node {node.name!r} (op {node.op}): {key}")
+    return node.replace(inputs=node.inputs[:len(node.inputs) - count], attrs=changed)
+
+
+def _subgraph_proto(body: Graph, types: list[Any], outer: tuple[str, ...], opset: int,
+                    where: str) -> onnx.GraphProto:
+    """One body, lowered at ``opset`` like a model's graph. A captured input whose outer value
+    a pass renamed (CSE) reads the outer name through an Identity."""
+    try:
+        info = control_flow.infer_body(body, types)
+    except PortableError as exc:
+        raise SerializationError(f"cannot export {where}: {exc}") from exc
+    nodes, ctx, outputs = _lower(body, opset, info, set(body.input_names))
+    captured = body.input_names[len(body.inputs) - len(body.captures):]
+    renames = [Node("Identity", (source,), (name,), {}, f"{name}/outer")
+               for source, name in zip(outer, captured) if source != name]
+    protos_out, names = [], set()
+    for node in renames + nodes:
+        name = node.name
+        while name in names:
+            name = f"{node.name}_{len(names)}"
+        names.add(name)
+        protos_out.append(_node_proto(node, name, opset))
+    read = {i for node in nodes for i in node.inputs if i} | set(outputs)
+    read |= _subgraph_reads(protos_out)
+    tensors = {**body.initializers, **ctx.constants}
+    initializers = [protos.array_to_tensor(tensors[name], name)
+                    for name in sorted(read) if name in tensors]
+    formal = body.inputs[:len(body.inputs) - len(body.captures)]
+    inputs = [protos.value_info(name, type_) for (name, _), type_ in zip(formal, types)]
+    typed = [protos.value_info(name, info.types[name]) if name in info.types else
+             helper.make_empty_tensor_value_info(name) for name in outputs]
+    return helper.make_graph(protos_out, body.name, inputs, typed, initializers)
+
+
+def _subgraph_reads(nodes: list[onnx.NodeProto]) -> set[str]:
+    """Every name the subgraphs of ``nodes`` read (through nested ones too): the outer
+    values they refer to are among them, and must stay inputs or initializers."""
+    found: set[str] = set()
+    for proto in nodes:
+        for attr in proto.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                found |= {i for n in attr.g.node for i in n.input if i}
+                found |= {o.name for o in attr.g.output}
+                found |= _subgraph_reads(list(attr.g.node))
+    return found
 
 
 def _domain_opset(domain: str, opset: int) -> int:
@@ -307,6 +371,7 @@ def _build(graph: Graph, nodes: list[Node], ctx: _Context, outputs: list[str],
         names.add(name)
         protos_out.append(_node_proto(node, name, opset))
     read = {i for node in nodes for i in node.inputs if i} | set(outputs)
+    read |= _subgraph_reads(protos_out)  # outer-scope references of control-flow bodies
     tensors = {**graph.initializers, **ctx.constants, **params}
     initializers = [protos.array_to_tensor(tensors[name], name)
                     for name in sorted(read) if name in tensors and name not in dict(data)]
@@ -314,7 +379,8 @@ def _build(graph: Graph, nodes: list[Node], ctx: _Context, outputs: list[str],
 
     def dims_of(name: str, type_: TensorType, is_input: bool) -> dict[int, str]:
         dims = {axis: f"{name}_dim{axis}" for (n, axis) in symbolic if n == name}
-        if dynamic_batch and type_.rank and (is_input or type_.shape[0] in batch_sizes):
+        if dynamic_batch and isinstance(type_, TensorType) and type_.rank and (
+                is_input or type_.shape[0] in batch_sizes):
             dims[0] = "batch"
         return dims
 

@@ -34,21 +34,10 @@ END = "<!-- op-table:end -->"
 
 # Why an op that ONNX defines is not run by portable. Ops translated on import to another op
 # (their deprecated forms) say which; the rest say what stands in the way.
-_SUBGRAPHS = "control flow: subgraph attributes are not yet part of portable's IR"
-_SEQUENCES = "sequence and optional values are not yet IR types"
-_RUNTIME_SHAPE = ("its output shape depends on input values: needs run-time allocation between "
-                  "planned segments, not built yet")
 _MAPS = "map values (and sequences of maps) are not IR types"
 REASONS: dict[str, str] = {
     "Scatter": "deprecated; read as ScatterElements on import",
     "Upsample": "deprecated; read as Resize on import",
-    "If": _SUBGRAPHS, "Loop": _SUBGRAPHS, "Scan": _SUBGRAPHS, "SequenceMap": _SUBGRAPHS,
-    **{op: _SEQUENCES for op in ("ConcatFromSequence", "Optional", "OptionalGetElement",
-                                 "OptionalHasElement", "SequenceAt", "SequenceConstruct",
-                                 "SequenceEmpty", "SequenceErase", "SequenceInsert",
-                                 "SequenceLength", "SplitToSequence")},
-    **{op: _RUNTIME_SHAPE for op in ("Compress", "NonMaxSuppression", "NonZero", "Unique")},
-    "ImageDecoder": "not implemented yet (needs an image library)",
     **{f"ai.onnx.ml.{op}": _MAPS for op in ("CastMap", "DictVectorizer", "ZipMap")},
     "ai.onnx.preview.training.Gradient": ("portable differentiates graphs itself "
                                           "(portable.passes.autodiff); the op is not read"),

@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from onnx import AttributeProto, TensorProto, ValueInfoProto, helper, numpy_helper
+from onnx import AttributeProto, TensorProto, TypeProto, ValueInfoProto, helper, numpy_helper
 
 from portable.dtypes import to_onnx
+from portable.errors import ShapeError
 from portable.ir.graph import TensorType
+from portable.ir.types import OptionalType, SequenceType
 
 
 def array_to_tensor(array: np.ndarray, name: str) -> TensorProto:
@@ -23,9 +25,13 @@ def array_to_tensor(array: np.ndarray, name: str) -> TensorProto:
     return numpy_helper.from_array(np.asarray(array, order="C"), name)
 
 
-def value_info(name: str, type_: TensorType, dim_names: dict[int, str] | None = None
+def value_info(name: str, type_: Any, dim_names: dict[int, str] | None = None
                ) -> ValueInfoProto:
-    """A ValueInfoProto; dims that are None or named in ``dim_names`` become symbolic."""
+    """A ValueInfoProto; dims that are None or named in ``dim_names`` become symbolic. A
+    sequence or optional (``portable.ir.types``) is written as ``sequence_type`` /
+    ``optional_type``."""
+    if not isinstance(type_, TensorType):
+        return helper.make_value_info(name, type_proto(type_, name))
     dims: list[Any] = []
     for axis, dim in enumerate(type_.shape):
         symbolic = (dim_names or {}).get(axis)
@@ -34,11 +40,31 @@ def value_info(name: str, type_: TensorType, dim_names: dict[int, str] | None = 
     return helper.make_tensor_value_info(name, to_onnx(type_.dtype), dims)
 
 
+def type_proto(type_: Any, name: str = "") -> TypeProto:
+    """The TypeProto of a portable type: a tensor (None dims symbolic, named after ``name``),
+    a sequence (elements of unknown rank: no shape) or an optional."""
+    if isinstance(type_, OptionalType):
+        return helper.make_optional_type_proto(type_proto(type_.elem, name))
+    if isinstance(type_, SequenceType):
+        if type_.elem is not None:
+            elem = type_proto(type_.elem, f"{name}_elem")
+        elif type_.dtype is not None:
+            elem = helper.make_tensor_type_proto(to_onnx(type_.dtype), None)
+        else:
+            raise ShapeError(f"value {name!r}: the elements of {type_!r} have no known dtype; "
+                             f"ONNX needs one")
+        return helper.make_sequence_type_proto(elem)
+    dims = [f"{name}_dim{axis}" if d is None else int(d) for axis, d in enumerate(type_.shape)]
+    return helper.make_tensor_type_proto(to_onnx(type_.dtype), dims)
+
+
 def make_attribute(name: str, value: Any, kind: str | None = None) -> AttributeProto:
     """An AttributeProto from a portable attribute value (``kind`` disambiguates empty
     lists)."""
     if isinstance(value, np.ndarray):
         return helper.make_attribute(name, array_to_tensor(value, ""))
+    if isinstance(value, (TensorType, SequenceType, OptionalType)):  # Optional's 'type'
+        return helper.make_attribute(name, type_proto(value, name))
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, (list, tuple)):

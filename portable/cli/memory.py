@@ -167,6 +167,17 @@ def _table(report) -> str:
                       f"({mirror['planned_bytes_without_mirror'] / MB:.1f} MiB), "
                       f"recomputing {mirror['recomputed_nodes']} nodes "
                       f"({100 * mirror['extra_forward_nodes_ratio']:.0f}% of the forward pass)"]
+    tensors = report.extra.get("tensors")
+    if tensors and (tensors["runtime"] or tensors["planned_per_shape"]):
+        lines += ["", "planned in segments (values decide some shapes): the figures above are "
+                      "the first segment's",
+                  f"  planned (in an arena): {len(tensors['planned'])} tensors",
+                  f"  planned per shape, by later segments: "
+                  f"{', '.join(tensors['planned_per_shape']) or '-'}",
+                  f"  allocated at run time: {', '.join(tensors['runtime'])}"]
+    elif tensors:
+        lines += ["", f"every tensor planned ahead ({len(tensors['planned'])}); none "
+                      f"allocated at run time"]
     lines.append("")
     lines.append(f"predicted peak (plan + weights + optimizer state + inputs + workspace): "
                  f"{report.predicted_peak_bytes / MB:.2f} MiB")

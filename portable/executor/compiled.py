@@ -45,7 +45,7 @@ from portable.errors import (BackendError, BindError, MemoryBudgetError, Missing
                              PortableError, ShapeError)
 from portable.ir.graph import Graph, Node, TensorType
 from portable.ops import registry
-from portable.passes.fold_constants import bounded_pipeline
+from portable.passes.fold_constants import bounded_pipeline, widened_per_use
 from portable.passes.infer import TypeInfo, infer_types
 from portable.passes.plan_memory import MemoryPlan, plan_memory
 
@@ -126,21 +126,26 @@ class CompiledGraph:
                  memory_budget: int | None = None) -> None:
         if memory_budget is not None:  # the inputs alone may be over it: say so before work
             self._check_inputs(graph, input_types or {}, constant_inputs or {}, memory_budget)
+        problem = getattr(device.backend, "dtype_problem", None)
+
+        def holds(dtype: np.dtype) -> bool:
+            return problem is None or problem(dtype) is None
+
         if optimize != "none":
             from portable.passes.pipeline import PIPELINE, optimize as run_pipeline
 
             # With a budget, folding never computes a value the budget could not hold; weights
             # stay as stored where the device holds their dtype.
-            problem = getattr(device.backend, "dtype_problem", None)
-            passes = bounded_pipeline(PIPELINE, memory_budget,
-                                      holds=lambda dtype: problem is None or not problem(dtype))
+            passes = bounded_pipeline(PIPELINE, memory_budget, holds=holds)
             graph = run_pipeline(graph, optimize, input_types=input_types,
                                  protected=tuple(keep) + tuple((state_updates or {}).values()),
                                  passes=passes)
         self.graph = graph
         self.device = device
         self.backend = device.backend
-        self.info: TypeInfo = infer_types(graph, input_types, constant_inputs)
+        # (weights widened per use stay as stored: never evaluated while planning)
+        self.info: TypeInfo = infer_types(graph, input_types, constant_inputs,
+                                          skip=widened_per_use(graph, holds))
         for name, _ in graph.inputs:
             if not self.info.types[name].is_static:
                 raise BindError(f"graph {graph.name!r}: input {name!r} has shape "

@@ -2,8 +2,20 @@
 
 A Graph is a topologically ordered tuple of Nodes. Values are referred to by name, as in ONNX; the
 empty name ``""`` marks an absent optional input or output. Graph inputs carry a declared
-TensorType; every other Value's type is an analysis (see ``portable.passes.infer``), kept in a side
+TensorType (or a SequenceType / OptionalType of ``portable.ir.types``: values that are never
+planned); every other Value's type is an analysis (see ``portable.passes.infer``), kept in a side
 table rather than written onto nodes, so passes stay pure functions ``Graph -> Graph``.
+
+Subgraphs (control flow): a node attribute may hold a Graph (If's branches, Loop's and Scan's
+body). A body may read values of the scopes around it by name (ONNX outer-scope references).
+The importer makes those references explicit, once: each body's free names (read but not
+defined in it, through nested bodies too) are appended, in one order, both as extra trailing
+inputs of the node and as extra trailing inputs of the body, whose ``captures`` lists them. So
+dependency order, pruning, CSE, the verifier and the memory planner see them as ordinary
+inputs of the node, and the runner binds a body's inputs by position, never by looking up
+names in an enclosing scope (a pass that renames the outer value renames only the node's
+input). The ONNX exporter drops them again: the body keeps referring to the names it captured.
+An If's two branches capture the same list (the union of both).
 
 Example:
     >>> from portable.ir import Graph, Node, TensorType
@@ -142,6 +154,8 @@ class Graph:
         outputs: names of the values the graph returns.
         initializers: constant tensors by name (weights, folded constants); read-only arrays.
         name: a label for messages.
+        captures: the trailing inputs that stand for values of an enclosing scope (a subgraph's
+            outer-scope references, see the module docstring); empty for a top-level graph.
     """
 
     nodes: tuple[Node, ...]
@@ -149,8 +163,21 @@ class Graph:
     outputs: tuple[str, ...]
     initializers: Mapping[str, np.ndarray] = field(default_factory=dict)
     name: str = "graph"
+    captures: tuple[str, ...] = ()
+
+    # Graphs are compared by content (``graph_equal``): initializers hold arrays, which the
+    # generated __eq__ cannot compare. The hash covers what equal graphs share by name only,
+    # so that equal graphs hash alike (as Node's does).
+    def __hash__(self) -> int:
+        return hash((self.name, self.input_names, self.outputs, self.captures, len(self.nodes)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Graph):
+            return NotImplemented
+        return graph_equal(self, other)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "captures", tuple(self.captures))
         object.__setattr__(self, "nodes", tuple(self.nodes))
         object.__setattr__(self, "inputs", tuple((n, t) for n, t in self.inputs))
         object.__setattr__(self, "outputs", tuple(self.outputs))
@@ -189,7 +216,7 @@ class Graph:
 
     def replace(self, **changes: Any) -> "Graph":
         fields = dict(nodes=self.nodes, inputs=self.inputs, outputs=self.outputs,
-                      initializers=self.initializers, name=self.name)
+                      initializers=self.initializers, name=self.name, captures=self.captures)
         fields.update(changes)
         return Graph(**fields)
 
@@ -197,6 +224,18 @@ class Graph:
         from portable.ir.printer import format_graph
 
         return format_graph(self)
+
+
+def graph_equal(a: Graph, b: Graph) -> bool:
+    """Whether two graphs hold the same nodes, interface and constants (names included)."""
+    if a is b:
+        return True
+    if (a.nodes, a.inputs, a.outputs, a.name, a.captures) != (
+            b.nodes, b.inputs, b.outputs, b.name, b.captures):
+        return False
+    return a.initializers.keys() == b.initializers.keys() and all(
+        attrs_equal({"v": a.initializers[k]}, {"v": b.initializers[k]})
+        for k in a.initializers)
 
 
 _counter = itertools.count()

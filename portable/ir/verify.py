@@ -1,10 +1,11 @@
 """Structural graph verification: every input defined before use, one producer per value,
-outputs computed. Types are checked one layer up, by ``portable.passes.verify``, which runs the
-ops' type rules."""
+outputs computed, in control-flow bodies too. Types are checked one layer up, by
+``portable.passes.verify``, which runs the ops' type rules (those of If, Loop and Scan infer
+their bodies)."""
 from __future__ import annotations
 
 from portable.errors import GraphError
-from portable.ir.graph import Graph
+from portable.ir.graph import Graph, Node
 
 
 def verify_structure(graph: Graph) -> None:
@@ -35,3 +36,19 @@ def verify_structure(graph: Graph) -> None:
     for name in graph.outputs:
         if name not in defined:
             raise GraphError(f"graph {graph.name!r}: output {name!r} is never defined")
+    for node in graph.nodes:  # control-flow bodies, through nested ones
+        for key, body in node.attrs.items():
+            if isinstance(body, Graph):
+                _verify_subgraph(node, key, body)
+
+
+def _verify_subgraph(node: Node, key: str, body: Graph) -> None:
+    """A body's outer-scope references are its trailing inputs and the node's (by position,
+    see ``portable/ir/graph.py``); then its own structure."""
+    count = len(body.captures)
+    if body.input_names[len(body.inputs) - count:] != body.captures or \
+            count > len(node.inputs):
+        raise GraphError(f"node {node.name!r} (op {node.op}): subgraph {key!r} (graph "
+                         f"{body.name!r}) captures {list(body.captures)}, which must be its "
+                         f"last inputs and stand for the node's last {count} inputs")
+    verify_structure(body)

@@ -2,8 +2,14 @@
 with every strategy, then (optionally) run once and measured.
 
 Prediction: fold constants (weights built by constant subgraphs count as weights), optimise
-to the chosen level, plan. Training: one SGD step (``portable.memory.training``), optionally
-mirrored, planned with the weight and momentum updates in place.
+to the chosen level, plan. A graph with values known only at run time (NonZero, Unique, a
+Reshape target computed from data) is planned in segments (``portable.executor.segments``):
+the report is the first segment's plan, and ``extra["tensors"]`` says which values were
+planned (``planned``; ``planned_per_shape`` by the later segments, once a run gave their
+shapes) and which were allocated at run time (``runtime``).
+
+Training: one SGD step (``portable.memory.training``), optionally mirrored, planned with the
+weight and momentum updates in place.
 
 Example:
     >>> report = prediction_profile(graph, level="all", batch=8)      # doctest: +SKIP
@@ -20,6 +26,7 @@ from portable.errors import PortableError
 from portable.ir.graph import Graph
 from portable.memory.measure import measure
 from portable.memory.report import MemoryReport, memory_report
+from portable.executor.segments import split_graph
 from portable.memory.training import training_graph
 from portable.passes.fold_constants import fold_constants
 from portable.passes.pipeline import optimize
@@ -65,15 +72,56 @@ def prediction_profile(graph: Graph, *, model: str = "", batch: int | None = Non
     _check_batch(batch)
     if batch is not None:
         graph = set_batch(graph, batch)
+    if not split_graph(graph).static:
+        return _segmented_profile(graph, model=model, batch=batch, level=level,
+                                  strategy=strategy, run=run, device=device)
     graph = optimize(fold_constants(graph), level)
     report = memory_report(graph, model=model, strategy=strategy, device=device,
                            batch=batch or _batch_of(graph))
     report.extra["level"] = level
     report.extra["nodes"] = len(graph.nodes)
+    report.extra["tensors"] = {"planned": sorted(report_planned(graph)), "runtime": [],
+                               "planned_per_shape": []}
     if run:
         report.measured = measure(graph, random_feeds(graph), device=device, strategy=strategy,
                                   repeats=repeats)
         report.measured_peak_bytes = report.measured["measured_peak_bytes"]
+    return report
+
+
+def report_planned(graph: Graph) -> set[str]:
+    """The values a plan of ``graph`` places: everything its nodes compute (constants folded
+    while planning aside)."""
+    from portable.passes.infer import infer_types
+
+    known = infer_types(graph).values
+    return {out for node in graph.nodes for out in node.outputs if out and out not in known}
+
+
+def _segmented_profile(graph: Graph, *, model: str, batch: int | None, level: str,
+                       strategy: str, run: bool, device: Device | None) -> MemoryReport:
+    """The report of a graph planned in segments: its first segment's plan, which values are
+    planned and which are allocated at run time (running it once, when ``run``, plans the
+    later segments for the shapes that run gives)."""
+    import time
+
+    from portable.device import cpu
+    from portable.executor.segments import compile_graph, placement
+
+    device = device or cpu()
+    plan = compile_graph(graph, device, optimize=level, plan=strategy)
+    head = plan.head.graph if plan.head is not None else graph.replace(nodes=(), outputs=())
+    report = memory_report(head, model=model, strategy=strategy, device=device,
+                           batch=batch or _batch_of(graph))
+    report.extra.update(level=level, nodes=len(graph.nodes), segmented=True)
+    if run:
+        backend = device.backend
+        started = time.perf_counter()
+        plan.run({name: backend.from_numpy(value)
+                  for name, value in random_feeds(graph).items()})
+        backend.synchronize()
+        report.extra["run_seconds"] = time.perf_counter() - started
+    report.extra["tensors"] = placement(plan)
     return report
 
 

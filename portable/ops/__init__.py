@@ -10,11 +10,16 @@ from portable.ops import fused  # noqa: F401  (after the families whose ops it c
 from portable.ops import custom  # noqa: F401  (Python ops: mx.operator.CustomOp)
 from portable.ops import mxnet_outputs  # noqa: F401
 from portable.ops import ml, random  # noqa: F401  (ai.onnx.ml; random ops)
+from portable.ops import ml_linear, ml_models  # noqa: F401  (more of ai.onnx.ml)
+from portable.ops import image_decoder  # noqa: F401
 from portable.ops import sampling  # noqa: F401
 from portable.ops import sequence_mixing  # noqa: F401
 from portable.ops import attention  # noqa: F401
 from portable.ops import crop, normalization_extra, pooling_extra  # noqa: F401
 from portable.ops import integer_linear, strings  # noqa: F401
+from portable.ops import control_flow  # noqa: F401  (If, Loop, Scan: subgraphs)
+from portable.ops import sequence  # noqa: F401  (sequences and optionals)
+from portable.ops import data_dependent  # noqa: F401  (NonZero, Unique, Compress, NMS)
 from portable.ops.registry import Attr, InferContext, OpDef, declare, get, ops
 
 __all__ = ["Attr", "InferContext", "OpDef", "declare", "get", "ops"]

@@ -417,8 +417,10 @@ def _identity_grad(g, dys):
     return [dys[0]]
 
 
+# (dynamic_outputs: Identity also passes sequences and optionals, and tensors whose shape is
+# known only at run time, which the executor hands over between planned segments)
 declare("Identity", inputs=("input",), outputs=("output",), infer=same_as_input,
-        onnx_since=21, grad=_identity_grad, view=True)
+        onnx_since=21, grad=_identity_grad, view=True, dynamic_outputs=True)
 
 
 def _target_dtype(ctx) -> np.dtype:

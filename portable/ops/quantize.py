@@ -12,12 +12,13 @@ clamps to the largest finite value) and float4e2m1. ``convert`` is ONNX Cast's c
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from portable.dtypes import (LOW_PRECISION, ONNX_DTYPES, is_float, low_precision_missing,
-                             to_onnx, type_info)
+from portable.dtypes import (LOW_PRECISION, ONNX_DTYPES, PACKED_BITS, from_onnx, is_float,
+                             low_precision_missing, to_onnx, type_info)
 from portable.ir.graph import TensorType
 from portable.ops.registry import Attr, declare
 from portable.ops.rules import normalize_axis
@@ -49,8 +50,10 @@ def convert(xp: Any, x: Any, dtype: Any, saturate: int = 1, round_mode: str = "u
     code = _code(dtype)
     if code in FLOAT8 and saturate:
         info = type_info(dtype)
-        # (NaN stays NaN through clip)
-        return xp.clip(x, x.dtype.type(info.min), x.dtype.type(info.max)).astype(dtype)
+        # clamped in a float wide enough to hold the bounds (a uint8 or float8 source cannot;
+        # bool becomes 0 or 1 first); NaN stays NaN through clip
+        wide = x.astype(np.float64 if x.dtype == np.float64 else np.float32)
+        return xp.clip(wide, wide.dtype.type(info.min), wide.dtype.type(info.max)).astype(dtype)
     if code == FLOAT8E8M0:
         return _to_e8m0(xp, x, saturate, round_mode).view(dtype)
     return x.astype(dtype)
@@ -188,3 +191,27 @@ declare("DequantizeLinear", inputs=("x", "x_scale", "x_zero_point?"), outputs=("
 declare("QuantizeLinear", inputs=("x", "y_scale", "y_zero_point?"), outputs=("y",),
         infer=_quantize_infer, onnx_since=25, dtype_rule=_quantize_dtype,
         attrs={**_LAYOUT, "saturate": Attr("int", 1), "precision": Attr("int", 0)})
+
+
+# -- portable.UnpackBits: a packed 4- or 2-bit weight, unpacked per use ----------------------
+
+
+def _unpack_infer(ctx):
+    code, shape = ctx.attrs["to"], tuple(ctx.attrs["shape"])
+    bits = PACKED_BITS.get(code)
+    if bits is None:
+        ctx.fail(f"to={code} is not a packed element type (one of {sorted(PACKED_BITS)})")
+    count = math.prod(shape)
+    if ctx.dtype(0) != np.uint8 or ctx.shape(0) != (-(-count * bits // 8),):
+        ctx.fail(f"input {ctx.type(0)!r} must hold {count} {bits}-bit values packed in "
+                 f"{-(-count * bits // 8)} bytes (uint8)")
+    return [TensorType(shape, from_onnx(code))]
+
+
+# The weight a file stores packed (int4, uint4, float4e2m1, int2, uint2) stays packed in memory,
+# half (or a quarter) of the bytes the unpacked array takes; this op unpacks it into planned
+# workspace where it is used (portable/passes/pack_weights.py inserts it). Never exported: the
+# exporter writes the packed weight as the tensor it was.
+declare("UnpackBits", domain="portable", inputs=("packed",), outputs=("unpacked",),
+        infer=_unpack_infer, attrs={"to": Attr("int"), "shape": Attr("ints")},
+        dtype_rule=lambda ctx: [from_onnx(ctx.attrs["to"])], widens_weights=True)

@@ -36,6 +36,11 @@ Defaults of facets left out:
   and those not known yet (a layer's parameters) take it. An op whose outputs differ declares a
   rule over a DtypeContext; ``tests/symbol/test_dtype_inference.py`` checks every op's rule
   against its type rule on the op table's cases.
+- ``dynamic_outputs=False``: when True (NonZero, Unique, Loop, the sequence ops), an output's
+  shape may depend on input values, or the output is not a tensor: the type rule gives None for
+  dims it cannot know (exact ones when the values are known while planning); the executor
+  runs such a node between planned segments, passing None for the outputs it could not place,
+  and the kernel returns them (``portable.backend.output_array``, ``returned_outputs``).
 - ``widens_weights=False``: when True (DequantizeLinear, Cast), a node that reads a graph weight
   and widens it (int8 or int4 to float32) is not constant-folded: the weight stays as stored and
   is widened per use into planned workspace (``portable/passes/fold_constants.py``).
@@ -51,10 +56,13 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from portable.errors import OpAttributeError, OpError, UnknownOpError
-from portable.ir.graph import ONNX_EXTRA_DOMAINS, PRIVATE_DOMAIN, Node, TensorType
+from portable.ir.graph import ONNX_EXTRA_DOMAINS, PRIVATE_DOMAIN, Graph, Node, TensorType
+from portable.ir.types import OptionalType, SequenceType
 
 REQUIRED = object()
-ATTR_KINDS = ("int", "float", "string", "ints", "floats", "strings", "tensor")
+# "graph": a subgraph (If's branches, Loop's and Scan's body), a portable Graph.
+ATTR_KINDS = ("int", "float", "string", "ints", "floats", "strings", "tensor", "graph",
+              "type")
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,10 @@ def _of_kind(value: Any, kind: str) -> bool:
     """Whether ``value`` can stand for an attribute of ``kind`` (an ONNX attribute kind)."""
     if kind == "tensor":
         return isinstance(value, np.ndarray)
+    if kind == "graph":
+        return isinstance(value, Graph)
+    if kind == "type":  # a TypeProto attribute (Optional's): a portable value type
+        return isinstance(value, (TensorType, SequenceType, OptionalType))
     if kind in ("ints", "floats", "strings"):
         if isinstance(value, np.ndarray):
             return value.ndim == 1 and _scalar_of_kind(value.dtype.type(0), kind[:-1])
@@ -122,6 +134,7 @@ class OpDef:
     decompose: Callable | None = None
     dtype_rule: Callable[["DtypeContext"], Sequence[np.dtype | None]] | None = None
     widens_weights: bool = False
+    dynamic_outputs: bool = False
     doc: str = ""
 
     @property

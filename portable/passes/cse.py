@@ -5,6 +5,9 @@ attributes; the later one is dropped and its outputs renamed to the earlier one'
 (``OpDef.random``) are never merged: two Dropouts draw two masks. Equal small constants are
 merged first, so that expressions reading equal constants under different names merge too.
 A node whose outputs include a graph output is kept (renaming it would change the interface).
+Control-flow nodes compare their bodies as attributes, by identity first (``_key``: a Graph
+hashes by identity); renaming a value a body captures renames only the node's input, since
+bodies bind captured values by position (``portable/ir/graph.py``).
 
 Example:
     >>> deduplicated = eliminate_common_subexpressions(graph)  # doctest: +SKIP

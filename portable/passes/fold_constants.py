@@ -32,10 +32,11 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from portable.dtypes import PACKED_BITS, is_low_precision, is_string, to_onnx
-from portable.ir.graph import Graph
+from portable.ir.graph import Graph, TensorType
 from portable.ops import registry
-from portable.passes.infer import infer_types
+from portable.passes.infer import TypeInfo, infer_node, infer_types
+from portable.passes.pack_weights import PASS_NAME as PACK_PASS_NAME
+from portable.passes.pack_weights import pack_sub_byte_weights
 
 # The name the optimisation pipeline gives this pass.
 PASS_NAME = "fold-constants"
@@ -62,9 +63,9 @@ def fold_constants(graph: Graph, limit: int = DEFAULT_LIMIT,
     Returns:
         The folded graph (``graph`` itself when nothing folds).
     """
-    info = infer_types(graph, fold_limit=limit)
-    widened = _widened_per_use(graph, info, holds)
-    known = {name: value for name, value in info.values.items() if name not in widened}
+    # (the widened weights are never computed, not even once)
+    info = infer_types(graph, fold_limit=limit, skip=widened_per_use(graph, holds))
+    known = info.values
     nodes = tuple(node for node in graph.nodes
                   if not all(not out or out in known for out in node.outputs))
     if len(nodes) == len(graph.nodes):
@@ -80,30 +81,32 @@ def fold_constants(graph: Graph, limit: int = DEFAULT_LIMIT,
     return graph.replace(nodes=nodes, initializers=initializers)
 
 
-def _widened_per_use(graph: Graph, info: Any, holds: Callable[[np.dtype], bool]) -> set[str]:
+def widened_per_use(graph: Graph, holds: Callable[[np.dtype], bool]) -> set[str]:
     """The values left to compute per use so that weights stay as stored: the outputs of a
-    ``widens_weights`` node that widens a graph initializer of a dtype the device ``holds``,
-    and every value computed from them (in graph order, which is topological)."""
+    ``widens_weights`` node that reads only initializers, the first a weight of a dtype the
+    device ``holds``, and makes more bytes of it; and every value computed from them (in graph
+    order, which is topological). The node's type comes from its own rule over the
+    initializers, so finding them costs no inference of the graph."""
     widened: set[str] = set()
     for node in graph.nodes:
+        if any(name in widened for name in node.inputs if name):
+            widened.update(name for name in node.outputs if name)
+            continue
         facets = registry.ops.get(node.op)
-        source = node.inputs[0] if node.inputs else ""
-        stored = info.types.get(source) if source in graph.initializers else None
-        out = info.types.get(node.outputs[0]) if node.outputs and node.outputs[0] else None
-        if (facets is not None and facets.widens_weights and stored is not None
-                and out is not None and holds(stored.dtype)
-                and out.dtype.itemsize * 8 > stored_bits(stored.dtype)) \
-                or any(name in widened for name in node.inputs if name):
+        if facets is None or not facets.widens_weights or not node.inputs or not all(
+                not name or name in graph.initializers for name in node.inputs):
+            continue
+        weight = graph.initializers[node.inputs[0]]
+        if not holds(weight.dtype):
+            continue
+        local = TypeInfo({name: TensorType(graph.initializers[name].shape,
+                                           graph.initializers[name].dtype)
+                          for name in node.inputs if name})
+        infer_node(node, local, fold_limit=0)
+        out = local.types.get(node.outputs[0])
+        if out is not None and out.is_static and out.nbytes > weight.nbytes:
             widened.update(name for name in node.outputs if name)
     return widened
-
-
-def stored_bits(dtype: np.dtype) -> int:
-    """Bits per element as a file stores them (the 4- and 2-bit types take a byte in memory)."""
-    if is_string(dtype):
-        return 0
-    return PACKED_BITS.get(to_onnx(dtype), 8 * dtype.itemsize) if is_low_precision(dtype) \
-        else 8 * dtype.itemsize
 
 
 def within_bytes(max_bytes: int) -> int:
@@ -117,8 +120,9 @@ def bounded_pipeline(passes: Iterable[Any], max_bytes: int | None = None,
     """``passes`` (``portable.passes.pipeline.PIPELINE`` or a list like it) with the
     fold-constants pass folding no value over ``max_bytes`` (a value that large could never
     fit a budget of ``max_bytes``, so it is left to the memory plan to refuse, unallocated) and
-    keeping as stored only the weights of dtypes the device ``holds``."""
+    keeping as stored (and packed) only the weights of dtypes the device ``holds``."""
     limit = DEFAULT_LIMIT if max_bytes is None else within_bytes(max_bytes)
-    return tuple(dataclasses.replace(step, run=lambda graph, keep: fold_constants(graph, limit,
-                                                                                  holds))
-                 if step.name == PASS_NAME else step for step in passes)
+    steps = {PASS_NAME: lambda graph, keep: fold_constants(graph, limit, holds),
+             PACK_PASS_NAME: lambda graph, keep: pack_sub_byte_weights(graph, holds)}
+    return tuple(dataclasses.replace(step, run=steps[step.name]) if step.name in steps else step
+                 for step in passes)

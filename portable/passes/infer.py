@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -90,7 +90,8 @@ def _weak(value: Any) -> Any:
     return None if value is None else weakref.ref(value)
 
 
-def infer_node(node: Node, info: TypeInfo, fold_limit: int = FOLD_LIMIT) -> int | None:
+def infer_node(node: Node, info: TypeInfo, fold_limit: int = FOLD_LIMIT,
+               skip: frozenset = frozenset()) -> int | None:
     """Infer one node's output types (and values when computable) into ``info``; returns the
     output size that was held against ``fold_limit``, or None when the limit decided nothing."""
     inference_counts["nodes"] += 1
@@ -113,6 +114,8 @@ def infer_node(node: Node, info: TypeInfo, fold_limit: int = FOLD_LIMIT) -> int 
     for name, type_ in zip(node.outputs, out_types):
         if name and type_ is not None:
             info.types[name] = type_
+    if skip and any(name in skip for name in node.outputs):
+        return None
     return _propagate_values(node, op, ctx, out_types, info, fold_limit)
 
 
@@ -162,7 +165,7 @@ def evaluate_node(node: Node, op: registry.OpDef, attrs: dict, inputs: list,
 
 def infer_types(graph: Graph, input_types: Mapping[str, TensorType] | None = None,
                 input_values: Mapping[str, np.ndarray] | None = None,
-                fold_limit: int = FOLD_LIMIT) -> TypeInfo:
+                fold_limit: int = FOLD_LIMIT, skip: Iterable[str] = ()) -> TypeInfo:
     """Infer the type of every value in ``graph``.
 
     Args:
@@ -170,6 +173,8 @@ def infer_types(graph: Graph, input_types: Mapping[str, TensorType] | None = Non
         input_types: overrides for the declared input types (e.g. concrete batch size).
         input_values: input values known while planning (treated like constants).
         fold_limit: largest output (in elements) evaluated while planning.
+        skip: values never evaluated while planning (their types are inferred): weights that
+            stay as stored and are widened per use (``fold_constants.widened_per_use``).
 
     Returns:
         A TypeInfo with ``types`` for every value and ``values`` for those known.
@@ -177,7 +182,8 @@ def infer_types(graph: Graph, input_types: Mapping[str, TensorType] | None = Non
     declared = dict(graph.inputs)
     input_types = {name: type_ for name, type_ in (input_types or {}).items()
                    if declared.get(name) != type_}  # overrides that override nothing: none
-    remember = not input_types and not input_values
+    skip = frozenset(skip)
+    remember = not input_types and not input_values and not skip
     if remember:
         known = _graph_results.get(id(graph))
         if known is not None and known[0]() is graph and known[1] == fold_limit:
@@ -194,7 +200,10 @@ def infer_types(graph: Graph, input_types: Mapping[str, TensorType] | None = Non
     for name, array in (input_values or {}).items():
         info.values[name] = np.asarray(array)
     for node in graph.nodes:
-        _infer_or_recall(node, info, fold_limit)
+        if skip:  # (a value left unevaluated must not be remembered as one that cannot be)
+            infer_node(node, info, fold_limit, skip)
+        else:
+            _infer_or_recall(node, info, fold_limit)
     for name in graph.outputs:
         if name not in info.types:
             raise ShapeError(f"graph {graph.name!r}: output {name!r} is never computed")

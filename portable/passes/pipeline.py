@@ -20,6 +20,7 @@ from portable.ir.graph import Graph, TensorType
 from portable.passes import inference_rewrites as rules
 from portable.passes.cse import eliminate_common_subexpressions
 from portable.passes.fold_constants import fold_constants
+from portable.passes.pack_weights import pack_sub_byte_weights
 from portable.passes.fuse_elementwise import fuse_elementwise
 from portable.passes.prune import prune
 from portable.passes.rewriter import rewrite
@@ -39,6 +40,8 @@ class Pass:
 
 
 PIPELINE: tuple[Pass, ...] = (
+    Pass("pack-sub-byte-weights", "basic", lambda g, keep: pack_sub_byte_weights(g),
+         "4- and 2-bit weights stay packed as their file stores them, unpacked per use"),
     Pass("fold-constants", "basic", lambda g, keep: fold_constants(g),
          "weights built by constant subgraphs become initializers; later passes see them"),
     Pass("prune", "basic", lambda g, keep: prune(g, keep),

@@ -4,7 +4,9 @@ constants nothing reads.
 One backward walk from the graph outputs (and the values in ``keep``) marks what is needed;
 a node is needed when any of its outputs is. Graph inputs stay, even unused: they are the
 graph's interface. Ops have no side effects besides their outputs (state updates are outputs),
-so nothing else is kept.
+so nothing else is kept. A control-flow node lists the outer values its bodies read as inputs
+(``portable/ir/graph.py``), so what a body needs is kept like any other input; bodies are
+left as they are (an unused body output still fixes the node's interface).
 
 Example:
     >>> pruned = prune(graph)  # doctest: +SKIP

@@ -78,3 +78,33 @@ if ml_dtypes is not None:
         Case("BitCast", [I4], attrs={"to": 21}, name="int4_to_uint4"),
         Case("BitCast", [np.array([True, False])], attrs={"to": 2}, name="bool_to_uint8"),
     ]
+
+    def _unpacked_nibbles(inputs, attrs):
+        """Two 4-bit values a byte, the first in the low nibble (ONNX's packing), sign-extended
+        for int4: written out by hand, not through portable.dtypes."""
+        packed = inputs[0].astype(np.int16)
+        low, high = packed & 0xF, packed >> 4
+        values = np.stack([low, high], axis=1).reshape(-1)[:int(np.prod(attrs["shape"]))]
+        if attrs["to"] == 22:
+            values = np.where(values >= 8, values - 16, values)
+        dtype = ml_dtypes.int4 if attrs["to"] == 22 else ml_dtypes.uint4
+        return [values.astype(dtype).reshape(attrs["shape"])]
+
+    PACKED = np.random.default_rng(5).integers(0, 256, 12).astype(np.uint8)
+    CASES += [
+        Case("portable.UnpackBits", [PACKED], attrs={"to": 22, "shape": [23]}, grad=False,
+             reference=_unpacked_nibbles, name="int4_odd_count"),
+        Case("portable.UnpackBits", [PACKED], attrs={"to": 21, "shape": [4, 6]}, grad=False,
+             reference=_unpacked_nibbles, name="uint4_matrix"),
+    ]
+
+    # saturating casts from sources that cannot hold float8's bounds themselves (uint8 wraps
+    # them, bool is 0 or 1, e4m3fn has no 57344): clamped in a wider float
+    CASES += [
+        Case("Cast", [np.array([212, 0, 255], np.uint8)], attrs={"to": 17}, grad=False,
+             name="uint8_to_float8e4m3fn_saturate"),
+        Case("Cast", [np.array([True, False])], attrs={"to": 17}, grad=False,
+             name="bool_to_float8e4m3fn"),
+        Case("Cast", [np.array([448, -448, 1.5, np.nan], ml_dtypes.float8_e4m3fn)],
+             attrs={"to": 19}, grad=False, name="float8e4m3fn_to_float8e5m2"),
+    ]

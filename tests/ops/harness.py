@@ -13,8 +13,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from portable.device import Device, cpu
-from portable.executor.compiled import CompiledGraph
-from portable.ir import GraphBuilder
+from portable.executor.segments import compile_graph
+from portable.executor.feeds import to_device
+from portable.ir import GraphBuilder, TensorType
+from portable.ir.types import SequenceType, type_of_value
 from portable.ops import registry
 from portable.passes.autodiff import differentiate
 
@@ -71,6 +73,10 @@ def build(case: Case, inputs: Sequence[Any]):
     for i, value in enumerate(inputs):
         if value is None:
             names.append(None)
+        elif isinstance(value, list):  # a sequence (portable.ir.types), fed as a list
+            fed = type_of_value([np.asarray(v) for v in value])
+            b.inputs.append((f"in{i}", SequenceType(fed.elem, fed.dtype)))
+            names.append(f"in{i}")
         elif i in case.const:
             names.append(b.const(np.asarray(value), name=f"in{i}"))
         else:
@@ -79,8 +85,8 @@ def build(case: Case, inputs: Sequence[Any]):
     outs = [f"out{j}" for j in range(case.outputs)]
     b.op(case.op, *names, outputs=outs, name="node", **case.attrs)
     graph = b.build(outs)
-    feeds = {f"in{i}": np.asarray(v) for i, v in enumerate(inputs)
-             if v is not None and i not in case.const}
+    feeds = {f"in{i}": [np.asarray(x) for x in v] if isinstance(v, list) else np.asarray(v)
+             for i, v in enumerate(inputs) if v is not None and i not in case.const}
     return graph, feeds
 
 
@@ -88,10 +94,18 @@ def run_ours(case: Case, inputs: Sequence[Any] | None = None,
              device: Device | None = None) -> list[np.ndarray]:
     graph, feeds = build(case, case.inputs if inputs is None else inputs)
     device = device or cpu()
-    plan = CompiledGraph(graph, device)
+    # (outputs whose shapes depend on values run between planned segments)
+    plan = compile_graph(graph, device)
     backend = device.backend
-    outs = plan.run({k: backend.from_numpy(v) for k, v in feeds.items()})
-    return [backend.to_numpy(o).copy() for o in outs]
+    outs = plan.run({k: to_device(backend, v) for k, v in feeds.items()})
+    return [_host(backend, o) for o in outs]
+
+
+def _host(backend, value: Any) -> Any:
+    """An output on the host: an array copy, a list of them (a sequence) or None."""
+    if value is None or isinstance(value, list):
+        return value if value is None else [_host(backend, v) for v in value]
+    return backend.to_numpy(value).copy()
 
 
 def assert_output_matches(got: np.ndarray, want: Any, case: Case, j: int,
@@ -99,6 +113,15 @@ def assert_output_matches(got: np.ndarray, want: Any, case: Case, j: int,
     """Output ``j`` of ``case`` is the reference's: shape, dtype (when ``dtype``) and values
     within the case's tolerance; string tensors hold the same strings (onnx.reference returns
     some as fixed-width str arrays)."""
+    if want is None or got is None:  # an empty optional
+        assert want is None and got is None, f"output {j} of {case.id}: {got!r:.80} vs {want!r:.80}"
+        return
+    if isinstance(want, (list, tuple)) or isinstance(got, list):  # sequences: element-wise
+        assert isinstance(got, list) and len(got) == len(want), \
+            f"output {j} of {case.id}: {got!r:.80} vs a sequence of {len(want)}"
+        for got_item, want_item in zip(got, want):
+            assert_output_matches(got_item, want_item, case, j, dtype)
+        return
     want = np.asarray(want)
     assert got.shape == want.shape, f"output {j} of {case.id}: shape {got.shape} vs {want.shape}"
     if got.dtype == object and want.dtype.kind in "UO":
@@ -114,7 +137,8 @@ def run_reference(case: Case) -> list[np.ndarray]:
     """onnx.reference on a typed one-node model (typed so that function ops such as Gelu
     can be expanded), or the case's own NumPy reference for private ops."""
     if case.reference is not None:
-        return [np.asarray(o) for o in case.reference(list(case.inputs), dict(case.attrs))]
+        return [o if o is None or isinstance(o, list) else np.asarray(o)
+                for o in case.reference(list(case.inputs), dict(case.attrs))]
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
@@ -128,6 +152,8 @@ def run_reference(case: Case) -> list[np.ndarray]:
     node = helper.make_node(op_type, names, outputs, domain=domain or None, **attrs)
     typed = [helper.make_tensor_value_info(
         n, helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype), np.asarray(v).shape)
+        if not isinstance(v, list) else helper.make_tensor_sequence_value_info(
+            n, helper.np_dtype_to_tensor_dtype(np.asarray(v[0]).dtype), None)
         for n, v in zip(names, case.inputs) if n]
     untyped = [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs]
     imports = [helper.make_opsetid("", onnx.defs.onnx_opset_version())] + (
@@ -135,8 +161,10 @@ def run_reference(case: Case) -> list[np.ndarray]:
         if domain else [])
     model = helper.make_model(helper.make_graph([node], "case", typed, untyped),
                               opset_imports=imports)
-    feeds = {n: np.asarray(v) for n, v in zip(names, case.inputs) if n}
-    return [np.asarray(o) for o in ReferenceEvaluator(model).run(None, feeds)]
+    feeds = {n: v if isinstance(v, list) else np.asarray(v) for n, v in zip(names, case.inputs)
+             if n}
+    return [o if isinstance(o, list) else np.asarray(o)
+            for o in ReferenceEvaluator(model).run(None, feeds)]
 
 
 def diff_inputs(case: Case) -> list[int]:
@@ -165,7 +193,11 @@ def symbolic_gradients(case: Case, heads: list[np.ndarray], device: Device | Non
     for j, head in enumerate(heads):
         feeds[f"out{j}_head_grad"] = head
     device = device or cpu()
-    plan = CompiledGraph(grad_graph, device)
+    # (head gradients typed by their values: an output whose shape depends on values, a
+    # Loop's scan output, is declared with unknown dims)
+    heads_types = {f"out{j}_head_grad": TensorType(np.shape(h), np.asarray(h).dtype)
+                   for j, h in enumerate(heads)}
+    plan = compile_graph(grad_graph, device, heads_types)
     backend = device.backend
     outs = plan.run({k: backend.from_numpy(v) for k, v in feeds.items()})
     return wrt, [backend.to_numpy(o).copy() for o in outs[case.outputs:]]

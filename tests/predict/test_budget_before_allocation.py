@@ -23,6 +23,7 @@ from portable.executor.compiled import CompiledGraph
 from portable.ir import GraphBuilder
 from portable.passes.fold_constants import (DEFAULT_LIMIT, PASS_NAME, bounded_pipeline,
                                             fold_constants, within_bytes)
+from portable.passes.pack_weights import PASS_NAME as PACK_PASS_NAME
 from portable.passes.pipeline import PIPELINE
 from portable.predict import Predictor
 from portable.predict.formats import load_graph
@@ -166,11 +167,12 @@ def test_element_limits_for_byte_budgets():
     assert within_bytes(1 << 60) == DEFAULT_LIMIT and within_bytes(0) == 0
 
 
-def test_a_bounded_pipeline_changes_only_its_folding_pass():
+def test_a_bounded_pipeline_changes_only_its_folding_and_packing_passes():
     bounded = bounded_pipeline(PIPELINE, MiB)
     assert [p.name for p in bounded] == [p.name for p in PIPELINE]
     changed = [p.name for p, q in zip(bounded, PIPELINE) if p.run is not q.run]
-    assert changed == [PASS_NAME]
+    # (both ask the device which weight dtypes it holds)
+    assert changed == [PACK_PASS_NAME, PASS_NAME]
     assert [n.op for n in dict((p.name, p) for p in bounded)[PASS_NAME].run(
         _added_constant(1024), ()).nodes] == ["Add", "Add"]
 

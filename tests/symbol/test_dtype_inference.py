@@ -29,6 +29,8 @@ def _cast_floats(case: Case, dtype) -> Case:
     def cast(value):
         if value is None:
             return None
+        if isinstance(value, list):  # a sequence: its elements
+            return [cast(v) for v in value]
         value = np.asarray(value)
         return value.astype(dtype) if value.dtype.kind == "f" else value
     return Case(**{**case.__dict__, "inputs": [cast(v) for v in case.inputs]})
@@ -43,7 +45,9 @@ def _full_rule(case: Case) -> list[np.dtype]:
 def _dtype_rule(case: Case) -> list[np.dtype | None]:
     graph, _ = build(case, case.inputs)
     node = graph.nodes[0]
-    dtypes = [None if v is None else np.asarray(v).dtype for v in case.inputs]
+    # (a sequence's dtype is its elements')
+    dtypes = [None if v is None else np.asarray(v[0] if isinstance(v, list) else v).dtype
+              for v in case.inputs]
     op = registry.get(node.op)
     ctx = registry.DtypeContext(node, op, dtypes, [None] * len(node.outputs))
     return registry.infer_dtypes(op, ctx)[:case.outputs]

@@ -1,13 +1,15 @@
 """OpenCL kernels: elementwise ops, each one generated kernel from the op table.
 
 Variadic ops (Max, Min, Sum, Mean) and Clip fold all their operands in one fused kernel; every
-kernel loads and stores float16 directly (computing in float32).
+kernel loads and stores float16 directly (computing in float32); bfloat16 and the other ml_dtypes
+types compute in float32 (``table``), except in Cast, which converts between every pair.
 """
 from __future__ import annotations
 
 
 from backends.opencl.allocator import CLArray
 from backends.opencl.codegen import Fused
+from backends.opencl.convert import convert
 from backends.opencl.elementwise import assign, run_elementwise
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.optable import TABLE
@@ -117,15 +119,15 @@ kernel("Sum", half="native")(_fold("Add"))
 kernel("Mean", half="native")(_fold("Add", mean=True))
 
 
-@kernel("Cast", "CastLike", half="native")
+@kernel("Cast", "CastLike", half="storage")
 def cast(ctx, inputs, outputs, attrs):
-    # (CastLike's second input only gave the output's dtype)
-    fused = Fused(1)
-    fused.add(TABLE["Cast"], fused.input(0))
-    run_elementwise(fused.steps, inputs[:1], outputs[:1], [outputs[0].dtype])
+    # (CastLike's second input only gave the output's dtype) Every pair of element types,
+    # bfloat16, float8, float4 and the 4- and 2-bit integers included: ONNX's rules
+    # (saturate, round_mode) are ``convert``'s.
+    convert(inputs[0], outputs[0], attrs["saturate"], attrs["round_mode"])
 
 
-@kernel("BitCast")
+@kernel("BitCast", half="storage")
 def bitcast(ctx, inputs, outputs, attrs):
     # The input's elements seen as the output's type (the same width: offsets and strides,
     # counted in elements, stay), then copied: a byte copy on the device.

@@ -26,7 +26,15 @@ kernels, kernel = kernel_table()
 
 # -- Softmax and LogSoftmax --------------------------------------------------------------------
 
+# R() rounds to the storage type where it is narrower than the compute type (float16): NumPy,
+# the reference, rounds every step of a float16 softmax (the shift, each exponential, the sum,
+# the log) to float16, accumulating the sum in float32.
 _SOFTMAX = """
+inline float portable_round_half(float v) {{
+  ushort h;
+  vstore_half_rte(v, 0, (__private half*)&h);
+  return vload_half(0, (__private const half*)&h);
+}}
 __kernel void softmax(const int rows, const int length, const int inner,
                       __global const {S}* x, const int x_off, __global {S}* y, const int y_off,
                       const int log_out) {{
@@ -36,10 +44,12 @@ __kernel void softmax(const int rows, const int length, const int inner,
   {T} top = -INFINITY;
   for (int k = 0; k < length; ++k) top = fmax(top, {LOAD_X});
   {T} total = 0;
-  for (int k = 0; k < length; ++k) total += exp({LOAD_X} - top);
-  const {T} shift = top + log(total);
+  for (int k = 0; k < length; ++k) total += {R}(exp({R}({LOAD_X} - top)));
+  total = {R}(total);
+  const {T} log_total = {R}(log(total));
   for (int k = 0; k < length; ++k) {{
-    const {T} v = log_out ? {LOAD_X} - shift : exp({LOAD_X} - top) / total;
+    const {T} shifted = {R}({LOAD_X} - top);
+    const {T} v = log_out ? shifted - log_total : {R}(exp(shifted)) / total;
     {STORE_Y};
   }}
 }}
@@ -59,6 +69,7 @@ def softmax_into(x, axis: int, y, log: bool = False) -> None:
     c = ctype(x.dtype)
     code = preamble([x.dtype]) + _SOFTMAX.format(
         S=c.storage, T=c.compute, LOAD_X=c.load("x", "x_off + base + k * inner"),
+        R="portable_round_half" if c.storage == "half" else "",
         STORE_Y=c.store("y", "y_off + base + k * inner", "v"))
     kern = runtime.kernel(code, "softmax")
     rows = x.size // max(length, 1)

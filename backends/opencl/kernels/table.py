@@ -1,41 +1,69 @@
 """Building the OpenCL kernel table: ``kernels, kernel = kernel_table()``.
 
-A kernel registered with ``half="upcast"`` computes float16 tensors in float32: its float16
-inputs are converted to float32 copies and its float16 outputs written through float32
-temporaries (float16 is a storage format here; arithmetic is float32). Kernels registered with
-``half="native"`` (the generated elementwise ones) load and store half directly.
+Storage-only element types are computed in a wider type, the way NumPy (ml_dtypes) computes
+them: a kernel's inputs of such a type are converted to wide copies, and its outputs written
+through wide temporaries, then stored (rounded) back. What a kernel handles itself is said by
+its registration:
+
+- ``half="upcast"`` (the default): float16 computes in float32 too;
+- ``half="native"``: the kernel loads and stores float16 itself (the generated elementwise
+  ones, reductions...), computing in float32;
+- ``half="storage"``: the kernel handles every element type itself (Cast, QuantizeLinear...).
+
+Except with ``"storage"``, ml_dtypes' types are always widened: bfloat16, float8 and float4 to
+float32, the 4- and 2-bit integers to int32 (``formats`` holds their loads and stores).
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from portable.backend import kernel_table as core_kernel_table
+from portable.dtypes import is_float, is_low_precision
 
 from backends.opencl.elementwise import assign
 
 _HALF = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
 
 
-def _upcast(fn: Callable) -> Callable:
+def _wide(dtype: Any, half: bool) -> np.dtype | None:
+    """The type a storage-only ``dtype`` computes in, or None when the kernel takes it."""
+    if dtype is None:
+        return None
+    dtype = np.dtype(dtype)
+    if dtype == _HALF:
+        return _F32 if half else None
+    if is_low_precision(dtype):
+        return _F32 if is_float(dtype) else np.dtype(np.int32)
+    return None
+
+
+def _upcast(fn: Callable, half: bool) -> Callable:
     def run(ctx, inputs, outputs, attrs):
-        if not any(getattr(a, "dtype", None) == _HALF for a in list(inputs) + list(outputs)):
+        wide_in = [_wide(getattr(a, "dtype", None), half) for a in inputs]
+        wide_out = [_wide(getattr(o, "dtype", None), half) for o in outputs]
+        if not any(wide_in) and not any(wide_out):
             return fn(ctx, inputs, outputs, attrs)
-        wide_in = [a.astype(np.float32) if getattr(a, "dtype", None) == _HALF else a
-                   for a in inputs]
-        wide_out = [ctx.backend.empty(o.shape, np.float32)
-                    if getattr(o, "dtype", None) == _HALF else o for o in outputs]
-        fn(ctx, wide_in, wide_out, attrs)
-        for target, value in zip(outputs, wide_out):
+        args = [a.astype(w) if w is not None else a for a, w in zip(inputs, wide_in)]
+        temps = [ctx.backend.empty(o.shape, w) if w is not None else o
+                 for o, w in zip(outputs, wide_out)]
+        result = fn(ctx, args, temps, attrs)
+        for target, value in zip(outputs, temps):
             if target is not None and target is not value:
                 assign(target, value)
+        return result
     run.__name__ = fn.__name__
     return run
 
 
 def _wrap(fn: Callable, half: str = "upcast") -> Callable:
-    return _upcast(fn) if half == "upcast" else fn
+    if half == "storage":
+        return fn
+    if half not in ("upcast", "native"):
+        raise ValueError(f"half={half!r}: one of 'upcast', 'native', 'storage'")
+    return _upcast(fn, half == "upcast")
 
 
 def kernel_table() -> tuple[dict[str, Callable], Callable]:

@@ -28,6 +28,8 @@ def _optional(inputs, index):
 @kernel("Reshape", "Identity", "Flatten", "Squeeze", "Unsqueeze")
 def reshape(ctx, inputs, outputs, attrs):
     # Only runs when the planner could not alias the output to the input (a view op).
+    if outputs[0] is None:  # Identity of a sequence, an optional or a run-time-shaped tensor
+        return [inputs[0]]  # (values are never written in place: passing it on is safe)
     outputs[0][...] = ctx.xp.reshape(inputs[0], outputs[0].shape)
 
 

@@ -9,7 +9,11 @@ their ops are declared as ``<domain>.<op>``, other domains are refused); read gr
 cycle or an undefined input is a GraphError); then, node by node, check domain, op and
 attributes against the ONNX schema of the version the opset means, turn Constant nodes into
 constants, and translate the node to portable's canonical form (``versions.convert``),
-inferring types as it goes so translations can see ranks and dtypes. Finally float
+inferring types as it goes so translations can see ranks and dtypes. A node holding
+subgraphs (If, Loop, Scan) has them imported the same way, recursively (at most
+``MAX_SUBGRAPH_DEPTH`` deep); the outer-scope names a body reads become trailing inputs of the
+node and of the body (``portable/ir/graph.py``), so ordering already sees them; Scan 8 (with
+a batch axis) becomes a Loop over the batch running a Scan (``scan8.py``). Finally float
 initializers that only feed differentiable inputs become parameters (graph inputs with values
 in ``params``) and the rest stay constants in the graph.
 
@@ -28,6 +32,7 @@ import numpy as np
 from portable.errors import (GraphError, OpAttributeError, PortableError, SerializationError,
                              ShapeError, UnknownOpError)
 from portable.io.onnx import folding, reading, schemas, versions, wire
+from portable.io.onnx.scan8 import scan8_as_loop
 from portable.io.onnx.steps import RewriteContext
 from portable.ir.builder import toposort
 from portable.ir.graph import ONNX_EXTRA_DOMAINS, PRIVATE_DOMAIN, Graph, Node, TensorType
@@ -37,7 +42,9 @@ from portable.ops.movement import constant_value
 from portable.passes.infer import TypeInfo, infer_node
 
 ONNX_DOMAINS = ("", "ai.onnx")
-_CONTROL_FLOW = ("If", "Loop", "Scan", "SequenceMap")
+# Subgraphs nested deeper than this are refused (a hostile file could nest them until the
+# reader's recursion ran out; real models nest two or three).
+MAX_SUBGRAPH_DEPTH = 32
 
 
 class _Context(RewriteContext):
@@ -139,24 +146,14 @@ def _import(graph: wire.Graph, opsets: dict[str, int], source: str,
     if not outputs or not all(outputs):
         raise GraphError("the graph declares no outputs, or an unnamed one")
 
-    raw = _raw_nodes(graph)
-    taken = set(initializers) | {n for n, _ in inputs} | \
-        {o for node in raw for o in node.outputs if o}
-    used = {i for node in raw for i in node.inputs if i} | set(outputs)
+    taken, used = _all_names(graph, 0)  # subgraphs' names too: fresh names avoid them all
     ctx = _Context(opsets, taken, used)
     for name, type_ in inputs:
         ctx.info.types[name] = type_
     for name, array in initializers.items():
         ctx.info.types[name] = TensorType(array.shape, array.dtype)
         ctx.info.values[name] = array
-
-    ordered = toposort(raw, set(initializers) | {n for n, _ in inputs})
-    protos_by_node = {id(node): proto for node, proto in zip(raw, graph.node)}
-    nodes: list[Node] = []
-    for node in ordered:
-        for converted in _convert_node(node, protos_by_node[id(node)], ctx):
-            nodes.append(converted)
-            ctx.infer(converted)
+    nodes = _convert_nodes(graph, ctx, set(initializers) | {n for n, _ in inputs}, 0)
 
     constants = {**initializers, **ctx.constants}
     result = Graph(nodes=tuple(nodes), inputs=tuple(inputs), outputs=tuple(outputs),
@@ -168,6 +165,128 @@ def _import(graph: wire.Graph, opsets: dict[str, int], source: str,
     # Type errors surface when the graph is planned (prepare, bind): types may depend on input
     # values (a Reshape target fed at run time) that only the caller knows.
     return result, params
+
+
+def _convert_nodes(graph: wire.Graph, ctx: _Context, available: set[str],
+                   depth: int) -> list[Node]:
+    """The nodes of ``graph`` (the model's or a subgraph's) in topological order, converted to
+    canonical form. A control-flow node's subgraphs are imported as it is converted; the names
+    they read from outside (``_captures``) are appended to its inputs, so that the node comes
+    after their producers and every pass sees the dependency."""
+    raw = _raw_nodes(graph)
+    captures = [_captures(proto, depth) for proto in graph.node]
+    ordering = [node.replace(inputs=node.inputs + tuple(extra)) if extra else node
+                for node, extra in zip(raw, captures)]
+    index_of = {id(node): i for i, node in enumerate(ordering)}
+    nodes: list[Node] = []
+    for node in toposort(ordering, available):
+        i = index_of[id(node)]
+        for converted in _convert_node(raw[i], graph.node[i], ctx, captures[i], depth):
+            nodes.append(converted)
+            ctx.infer(converted)
+    return nodes
+
+
+def _subgraphs(proto: wire.Node) -> list[wire.Graph]:
+    return [g for attr in proto.attribute
+            for g in ([attr.g] if attr.g is not None else []) + list(attr.graphs)]
+
+
+def _check_depth(depth: int) -> None:
+    if depth > MAX_SUBGRAPH_DEPTH:
+        raise GraphError(f"subgraphs are nested more than {MAX_SUBGRAPH_DEPTH} deep")
+
+
+def _free_names(graph: wire.Graph, depth: int) -> list[str]:
+    """The names a subgraph reads but does not define (its outer-scope references), through
+    its own nested subgraphs, in order of first use."""
+    _check_depth(depth)
+    defined = {info.name for info in graph.input} | {t.name for t in graph.initializer} | \
+        {out for proto in graph.node for out in proto.output if out}
+    free: dict[str, None] = {}
+    for proto in graph.node:
+        for name in list(proto.input) + _captures(proto, depth):
+            if name and name not in defined:
+                free.setdefault(name)
+    for info in graph.output:
+        if info.name not in defined:
+            free.setdefault(info.name)
+    return list(free)
+
+
+def _captures(proto: wire.Node, depth: int) -> list[str]:
+    """The outer-scope names a node's subgraphs read (one list for all of them: an If's two
+    branches capture the same values)."""
+    names: dict[str, None] = {}
+    for graph in _subgraphs(proto):
+        for name in _free_names(graph, depth + 1):
+            names.setdefault(name)
+    return list(names)
+
+
+def _all_names(graph: wire.Graph, depth: int) -> tuple[set[str], set[str]]:
+    """Every name a graph and its subgraphs define, and every name they read."""
+    _check_depth(depth)
+    taken = {t.name for t in graph.initializer} | {i.name for i in graph.input} | \
+        {out for proto in graph.node for out in proto.output if out}
+    used = {name for proto in graph.node for name in proto.input if name} | \
+        {info.name for info in graph.output}
+    for proto in graph.node:
+        for sub in _subgraphs(proto):
+            inner_taken, inner_used = _all_names(sub, depth + 1)
+            taken |= inner_taken
+            used |= inner_used
+    return taken, used
+
+
+def _import_subgraph(graph: wire.Graph, outer: _Context, captures: list[str], depth: int,
+                     where: str) -> Graph:
+    """A control-flow body as a portable Graph: its declared inputs, then ``captures`` (the
+    outer-scope names it reads, as inputs of the same names; see ``portable/ir/graph.py``).
+
+    The declared input types of a body are often partial or missing in files; they are seeded
+    where complete and otherwise left to the op's type rule, which infers every body from the
+    node's input types (``portable/ops/control_flow.py``)."""
+    _check_depth(depth)
+    if graph.sparse_initializer:
+        raise SerializationError(f"{where}: sparse initializers are not supported")
+    ctx = _Context(outer.opsets, outer.taken, outer._used)
+    initializers: dict[str, np.ndarray] = {}
+    for tensor in graph.initializer:
+        if not tensor.name or tensor.name in initializers:
+            raise GraphError(f"{where}: initializer {tensor.name!r} is unnamed or defined twice")
+        initializers[tensor.name] = reading.tensor_to_array(tensor, f"{where}: initializer")
+        ctx.info.types[tensor.name] = TensorType(initializers[tensor.name].shape,
+                                                 initializers[tensor.name].dtype)
+        ctx.info.values[tensor.name] = initializers[tensor.name]
+    placeholder = TensorType((), "float32")  # replaced by the type rule's types
+    inputs: list[tuple[str, Any]] = []
+    for info in graph.input:
+        try:
+            type_ = reading.value_type(info, f"{where}: subgraph input")
+            ctx.info.types[info.name] = type_
+        except ShapeError:  # no type, or no shape: the type rule knows it
+            type_ = placeholder
+        inputs.append((info.name, type_))
+    for name in captures:
+        if name in outer.info.types:
+            ctx.info.types[name] = outer.info.types[name]
+        if name in outer.info.values:
+            ctx.info.values[name] = outer.info.values[name]
+        inputs.append((name, outer.info.types.get(name, placeholder)))
+    names = [name for name, _ in inputs]
+    if len(set(names)) != len(names):
+        raise GraphError(f"{where}: a subgraph input is declared twice, or shadows a value "
+                         f"of the enclosing graph that it also reads")
+    nodes = _convert_nodes(graph, ctx, set(names) | set(initializers), depth)
+    outputs = [info.name for info in graph.output]
+    if not outputs or not all(outputs):
+        raise GraphError(f"{where}: the subgraph declares no outputs, or an unnamed one")
+    body = Graph(nodes=tuple(nodes), inputs=tuple(inputs), outputs=tuple(outputs),
+                 initializers={**initializers, **ctx.constants},
+                 name=graph.name or "subgraph", captures=tuple(captures))
+    verify_structure(body)
+    return body
 
 
 def _raw_nodes(graph: wire.Graph) -> list[Node]:
@@ -189,10 +308,12 @@ def _raw_nodes(graph: wire.Graph) -> list[Node]:
     return nodes
 
 
-def _convert_node(node: Node, proto: wire.Node, ctx: _Context) -> list[Node]:
+def _convert_node(node: Node, proto: wire.Node, ctx: _Context, captures: list[str] = (),
+                  depth: int = 0) -> list[Node]:
     """Check ``proto`` against its schema and translate it to canonical nodes (a Constant
     becomes a constant value and yields no node, as does a constant node of an op portable
-    lacks: see ``folding.py``)."""
+    lacks: see ``folding.py``). A node holding subgraphs gets ``captures`` appended to its
+    inputs after translation (its schema's arity counts only the inputs the file gave)."""
     if proto.domain in ONNX_DOMAINS and "" in ctx.opsets and proto.op_type not in registry.ops \
             and versions.op_version(proto.op_type, ctx.opset) is not None and _fold(proto, ctx):
         return []
@@ -207,7 +328,9 @@ def _convert_node(node: Node, proto: wire.Node, ctx: _Context) -> list[Node]:
             raise OpAttributeError(f"{label}: unknown attribute {attr.name!r}; version "
                                    f"{version} of {node.op} has "
                                    f"{sorted(schema.attributes) or 'none'}")
-        kind, value = reading.attribute_value(attr, label)
+        kind, value = reading.attribute_value(
+            attr, label, lambda g, where: _import_subgraph(g, ctx, list(captures), depth + 1,
+                                                           where))
         expected = schema.attributes[attr.name].kind
         attrs[attr.name] = reading.coerce_attribute(kind, value, expected, f"{label}: attribute "
                                                     f"{attr.name!r}")
@@ -215,12 +338,19 @@ def _convert_node(node: Node, proto: wire.Node, ctx: _Context) -> list[Node]:
     if node.op == "Constant":
         _import_constant(node, ctx, label)
         return []
-    if node.op in versions.REPLACED:  # a deprecated op read as another (Upsample: Resize)
+    if node.op == "Scan" and version < 9:  # a Loop over the batch (captures appended there)
+        converted = scan8_as_loop(node, list(captures), ctx, label)
+        captures = ()
+    elif node.op in versions.REPLACED:  # a deprecated op read as another (Upsample: Resize)
         converted = versions.REPLACED[node.op](node, ctx)
     else:
         canonical = versions.canonical_version(node.op)
         converted = versions.convert(node, version, canonical, ctx) \
             if version != canonical else [versions.reconcile(node, version, version, ctx)]
+    if captures:
+        converted = [out.replace(inputs=out.inputs + tuple(captures))
+                     if any(isinstance(v, Graph) for v in out.attrs.values()) else out
+                     for out in converted]
     for out in converted:
         registry.get(out.op, node=out).check_arity(out)
     return converted
@@ -264,11 +394,9 @@ def _check_op(node: Node, proto: wire.Node, opsets: dict[str, int]) -> int:
     version = versions.op_version(name, opset)
     op = registry.ops.get(name)
     if (op is None or op.private) and name not in versions.REPLACED:
-        hint = " (control flow with subgraphs is not supported)" \
-            if proto.op_type in _CONTROL_FLOW and not key else ""
         exists = "" if version is not None else f", which opset {opset} does not define"
         raise UnknownOpError(f"node {node.name!r}: op {proto.op_type!r} (domain {domain!r}, "
-                             f"opset {opset}{exists}) is not implemented by portable{hint}; "
+                             f"opset {opset}{exists}) is not implemented by portable; "
                              f"{supported}; implemented ops: portable.ops.ops")
     if version is None:
         raise UnknownOpError(f"node {node.name!r}: op {proto.op_type!r} does not exist in "

@@ -7,19 +7,20 @@ attribute or value), so a corrupted model never escapes as a NumPy error.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 # A tensor or value with more than MAX_ELEMENTS elements (2^40 - 1: 2^40 floats are 4 TiB), or a dim of
 # MAX_DIM or more, is refused as absurd: portable.dtypes holds the limits every loader shares.
 from portable.dtypes import MAX_DIM, MAX_ELEMENTS  # noqa: F401  (re-exported)
-from portable.dtypes import (LOW_PRECISION, ONNX_DTYPES, PACKED_BITS, from_onnx,
+from portable.dtypes import (LOW_PRECISION, ONNX_DTYPES, PACKED_BITS, from_onnx, unpack_bits,
                              low_precision_missing, shape_problem)
 from portable.errors import OpAttributeError, SerializationError, ShapeError
 from portable.io.onnx.schemas import ATTRIBUTE_KINDS
 from portable.io.onnx.wire import Attribute, Tensor, ValueInfo
 from portable.ir.graph import TensorType
+from portable.ir.types import OptionalType, SequenceType, ValueType
 
 
 DTYPE_NAMES = dict(enumerate((
@@ -121,9 +122,7 @@ def _unpacked(tensor: Tensor, bits: int, count: int, where: str) -> np.ndarray:
     if packed.size != size:
         raise SerializationError(f"{where}: malformed tensor data: {packed.size} packed bytes "
                                  f"for {count} {bits}-bit values ({size} expected)")
-    mask = np.uint8((1 << bits) - 1)
-    shifts = np.arange(0, 8, bits, dtype=np.uint8)
-    return ((packed[:, None] >> shifts) & mask).reshape(-1)[:count]
+    return unpack_bits(packed, bits, count)
 
 
 STRING = 8
@@ -143,14 +142,44 @@ def _strings(tensor: Tensor, dims: tuple[int, ...], count: int, where: str) -> n
     return array
 
 
-def value_type(info: ValueInfo, where: str) -> TensorType:
-    """The TensorType of a graph input or output; symbolic or missing dims become None."""
-    where = f"{where} {info.name!r}"
-    kind = info.type.kind if info.type is not None else ""
-    if kind != "tensor_type" or info.type.tensor_type is None:
+# Sequence and optional types may nest (optional(seq(tensor))); deeper nesting is refused.
+MAX_TYPE_DEPTH = 8
+
+
+def value_type(info: ValueInfo, where: str) -> ValueType:
+    """The type of a graph input or output: a TensorType (symbolic or missing dims become
+    None), or a SequenceType / OptionalType of them."""
+    return type_from_proto(info.type, f"{where} {info.name!r}")
+
+
+def type_from_proto(proto: Any, where: str, depth: int = 0) -> ValueType:
+    """A TypeProto as portable's type (tensor, sequence, optional); maps and sparse tensors
+    are refused naming ``where``."""
+    kind = proto.kind if proto is not None else ""
+    if depth > MAX_TYPE_DEPTH:
+        raise ShapeError(f"{where}: its type nests sequences and optionals more than "
+                         f"{MAX_TYPE_DEPTH} deep")
+    if kind == "sequence_type" and proto.sequence_type is not None:
+        inner = proto.sequence_type.elem_type
+        if inner is not None and inner.kind == "tensor_type" and inner.tensor_type is not None \
+                and inner.tensor_type.shape is None:  # elements of any rank: dtype only
+            _check_element_type(inner.tensor_type.elem_type, f"{where} (element)")
+            return SequenceType(dtype=from_onnx(inner.tensor_type.elem_type))
+        elem = type_from_proto(inner, f"{where} (element)", depth + 1)
+        if not isinstance(elem, TensorType):
+            raise ShapeError(f"{where}: a sequence of {elem!r} is not supported (portable's "
+                             f"sequences hold tensors)")
+        return SequenceType(elem)
+    if kind == "optional_type" and proto.optional_type is not None:
+        elem = type_from_proto(proto.optional_type.elem_type, f"{where} (element)", depth + 1)
+        if isinstance(elem, OptionalType):
+            raise ShapeError(f"{where}: an optional of an optional is not a valid ONNX type")
+        return OptionalType(elem)
+    if kind != "tensor_type" or proto.tensor_type is None:
         raise ShapeError(f"{where}: type {kind or 'missing'} is not supported (portable runs "
-                         f"tensors only, not sequences, maps or optionals)")
-    tensor = info.type.tensor_type
+                         f"tensors, sequences of tensors and optionals, not maps or sparse "
+                         f"tensors)")
+    tensor = proto.tensor_type
     _check_element_type(tensor.elem_type, where)
     if tensor.shape is None:
         raise ShapeError(f"{where}: its rank is unknown (no shape); portable needs the rank "
@@ -162,18 +191,35 @@ def value_type(info: ValueInfo, where: str) -> TensorType:
     return TensorType(dims, from_onnx(tensor.elem_type))
 
 
-def attribute_value(attr: Attribute, where: str) -> tuple[str, Any]:
+GRAPH = 5
+TYPE_PROTO = 13
+
+
+def attribute_value(attr: Attribute, where: str,
+                    read_graph: Callable[[Any, str], Any] | None = None) -> tuple[str, Any]:
     """``(kind, value)`` of an attribute in portable's form: str for strings, lists for
-    repeated fields, read-only arrays for tensors."""
+    repeated fields, read-only arrays for tensors, and for a GRAPH attribute (a control-flow
+    body) whatever ``read_graph(wire_graph, where)`` makes of it: the importer passes its
+    own subgraph reader (which converts the body's nodes as it converts the model's, and bounds
+    the nesting depth); without one a subgraph is refused."""
     where = f"{where}: attribute {attr.name!r}"
     if attr.ref_attr_name:
         raise OpAttributeError(f"{where} refers to a function attribute "
                                f"({attr.ref_attr_name!r}); functions are not supported")
+    if attr.type == TYPE_PROTO:  # (Optional's 'type')
+        if attr.tp is None:
+            raise OpAttributeError(f"{where} has type TYPE_PROTO but holds no type")
+        return "type_proto", type_from_proto(attr.tp, where)
+    if attr.type == GRAPH:
+        if attr.g is None:
+            raise OpAttributeError(f"{where} has type GRAPH but holds no graph")
+        if read_graph is None:
+            raise OpAttributeError(f"{where} is a subgraph, which this reader does not read")
+        return "graph", read_graph(attr.g, where)
     kind = ATTRIBUTE_KINDS.get(attr.type)
     if kind is None:
         name = ATTRIBUTE_TYPE_NAMES.get(attr.type, f"#{attr.type}")
-        hint = " (subgraphs: control flow such as If/Loop/Scan is not supported)" \
-            if name in ("GRAPH", "GRAPHS") else ""
+        hint = " (no standard op takes a list of subgraphs)" if name == "GRAPHS" else ""
         raise OpAttributeError(f"{where} has type {name}, which portable does not "
                                f"support{hint}")
     if kind == "float":

@@ -35,6 +35,8 @@ from portable.io.onnx.steps import (AttrToInput, RemovedAttr, Rewrite, Rewriter,
                                     group_norm_18, resize_10, resize_required_inputs,
                                     shape_slice_downgrade, softmax_downgrade, softmax_upgrade,
                                     split_downgrade, upsample_to_resize, where)
+from portable.io.onnx.tree_export import (classifier_to_tree_ensemble,
+                                          regressor_to_tree_ensemble)
 from portable.ir.graph import Node
 from portable.ops import registry
 
@@ -158,6 +160,12 @@ STEPS: dict[str, tuple[Step, ...]] = {
     "RoiAlign": (Rewrite(16, _roi_align_upgrade, _roi_align_downgrade),),
     "DFT": (Rewrite(20, _dft_axis_upgrade, _dft_axis_downgrade),),
 }
+
+# TreeEnsembleRegressor/Classifier (ai.onnx.ml 3, what scikit-learn's converters write) are
+# deprecated in ai.onnx.ml 5, the opset portable exports that domain at: written as TreeEnsemble
+# and standard ops there (``tree_export.py``). Importing keeps them as ops of their own.
+STEPS["ai.onnx.ml.TreeEnsembleRegressor"] = (Rewrite(5, regressor_to_tree_ensemble),)
+STEPS["ai.onnx.ml.TreeEnsembleClassifier"] = (Rewrite(5, classifier_to_tree_ensemble),)
 
 # Ops read from these versions on even in models older than MIN_IMPORT_OPSET: the steps above
 # translate their older forms (legacy broadcasting, is_test), or nothing changed since.

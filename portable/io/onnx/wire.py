@@ -86,8 +86,8 @@ class TensorTypeProto(Message):
 
 
 class TypeProto(Message):
-    """Only tensor types are read; ``kind`` names the type a value has (``tensor_type``,
-    ``sequence_type``...; "" when none is set)."""
+    """Tensor, sequence and optional types are read; ``kind`` names the type a value has
+    (``tensor_type``, ``sequence_type``...; "" when none is set)."""
 
     FIELDS = _fields({"tensor_type": (1, TensorTypeProto)})
     KINDS = {1: "tensor_type", 4: "sequence_type", 5: "map_type", 7: "opaque_type",
@@ -96,6 +96,22 @@ class TypeProto(Message):
     def __init__(self) -> None:
         super().__init__()
         self.kind = ""
+
+
+class SequenceTypeProto(Message):
+    FIELDS: dict = {}  # elem_type: a TypeProto, filled in below (the two refer to each other)
+
+
+class OptionalTypeProto(Message):
+    FIELDS: dict = {}
+
+
+# Sequence and optional types nest TypeProtos (seq(tensor), optional(seq(tensor))); depth is
+# bounded by ``parse_model`` (Python's stack) and by ``reading.value_type``.
+TypeProto.FIELDS.update(_fields({"sequence_type": (4, SequenceTypeProto),
+                                 "optional_type": (9, OptionalTypeProto)}))
+SequenceTypeProto.FIELDS.update(_fields({"elem_type": (1, TypeProto)}))
+OptionalTypeProto.FIELDS.update(_fields({"elem_type": (1, TypeProto)}))
 
 
 class ValueInfo(Message):
@@ -144,6 +160,13 @@ class Graph(Message):
         "input": (11, ValueInfo), "output": (12, ValueInfo),
         "sparse_initializer": (15, SparseTensor)},
         ("node", "initializer", "input", "output", "sparse_initializer"))
+
+
+# A graph-valued attribute (If's branches, Loop's and Scan's body) holds a Graph, declared
+# after Attribute: the fields are added here. Nesting depth is bounded by ``parse_model``.
+Attribute.FIELDS.update(_fields({"g": (6, Graph), "graphs": (11, Graph)}, ("graphs",)))
+# A TYPE_PROTO attribute (Optional's ``type``).
+Attribute.FIELDS.update(_fields({"tp": (14, TypeProto)}))
 
 
 class OpsetId(Message):
@@ -298,6 +321,9 @@ def parse_model(data: Any, source: str = "<bytes>") -> Model:
     buf = memoryview(data)
     try:
         model = _parse(Model, buf, 0, len(buf))
+    except RecursionError:  # sub-messages nested past Python's stack (hostile subgraphs)
+        raise SerializationError(f"{source}: not a valid ONNX model: its messages (subgraphs) "
+                                 f"are nested too deeply to read") from None
     except Malformed as exc:
         raise SerializationError(f"{source}: not a valid ONNX model (truncated or corrupted "
                                  f"protobuf, {len(buf)} bytes): {exc}") from exc
@@ -334,9 +360,15 @@ def load_model(model: Any, base_dir: str | None = None) -> tuple[Model, str]:
 
 
 def _tensors(model: Model) -> list[Tensor]:
-    found = list(model.graph.initializer)
-    for node in model.graph.node:
-        found += [attr.t for attr in node.attribute if attr.t is not None]
+    """Every tensor of the model: initializers and tensor attributes, in subgraphs too."""
+    found, graphs = [], [model.graph]
+    while graphs:
+        graph = graphs.pop()
+        found += list(graph.initializer)
+        for node in graph.node:
+            found += [attr.t for attr in node.attribute if attr.t is not None]
+            graphs += [attr.g for attr in node.attribute if attr.g is not None]
+            graphs += [g for attr in node.attribute for g in attr.graphs]
     return found
 
 
