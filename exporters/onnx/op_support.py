@@ -1,11 +1,11 @@
 """Which standard ONNX ops portable runs, where, and why not: the README's op table.
 
 Every op that the installed ``onnx`` package defines in the domains portable imports (ai.onnx,
-ai.onnx.ml, ai.onnx.preview.training) gets one row: the newest version, whether portable
-declares it, which backends have a kernel for it (an OpenCL kernel that refuses by design, such
-as an op that needs the host, says so), whether it has a gradient, and for an op portable does
-not run, the reason (``REASONS``; ``tests/exporters/test_op_support.py`` fails when an op is
-missing both a declaration and a reason, or keeps a reason after it is declared).
+ai.onnx.ml, ai.onnx.preview.training, ai.onnx.preview) gets one row: the newest version, whether
+portable declares it, which backends have a kernel for it (an OpenCL kernel that refuses by
+design, such as an op that needs the host, says so), whether it has a gradient, and for an op
+portable does not run, the reason (``REASONS``; ``tests/exporters/test_op_support.py`` fails
+when an op is missing both a declaration and a reason, or keeps a reason after it is declared).
 
 The facts come from the op registry and the backends' kernel tables, found through the device
 registry (``portable.device.BACKEND_MODULES``), so the table cannot drift from the code:
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from portable.device import BACKEND_MODULES
 from portable.ops import registry
 
-DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview.training")
+DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview")
 BEGIN = "<!-- op-table:begin -->"
 END = "<!-- op-table:end -->"
 

@@ -38,7 +38,7 @@ Dim = int
 PRIVATE_DOMAIN = "portable"
 # Standard ONNX domains besides ai.onnx: their ops are ONNX ops (imported and exported with
 # their domain and its opset), named "<domain>.<op>" like private ones ("ai.onnx.ml.Binarizer").
-ONNX_EXTRA_DOMAINS = ("ai.onnx.ml", "ai.onnx.preview.training")
+ONNX_EXTRA_DOMAINS = ("ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from portable.ops import attention  # noqa: F401
 from portable.ops import crop, normalization_extra, pooling_extra  # noqa: F401
 from portable.ops import integer_linear, strings  # noqa: F401
 from portable.ops import control_flow  # noqa: F401  (If, Loop, Scan: subgraphs)
+from portable.ops import flex_attention  # noqa: F401  (ai.onnx.preview; runs subgraphs)
 from portable.ops import sequence  # noqa: F401  (sequences and optionals)
 from portable.ops import data_dependent  # noqa: F401  (NonZero, Unique, Compress, NMS)
 from portable.ops.registry import Attr, InferContext, OpDef, declare, get, ops

@@ -232,10 +232,14 @@ def _if_dtypes(ctx: Any) -> list[Any]:
     return found
 
 
+def _if_subgraph_types(attrs: dict, types: Sequence[Any]) -> dict[str, list[Any]]:
+    return {"then_branch": list(types[1:]), "else_branch": list(types[1:])}
+
+
 declare("If", inputs=("cond", "captures*"), outputs=("outputs*",), infer=_if_infer,
         attrs={"then_branch": Attr("graph", REQUIRED), "else_branch": Attr("graph", REQUIRED)},
         onnx_since=25, nondiff_inputs=(0,), dynamic_outputs=True, dtype_rule=_if_dtypes,
-        grad=if_grad,
+        grad=if_grad, subgraph_types=_if_subgraph_types,
         doc="Runs then_branch or else_branch by cond; trailing inputs are the branches' "
             "outer-scope values.")
 
@@ -319,10 +323,14 @@ def _loop_dtypes(ctx: Any) -> list[Any]:
     return [ctx.inputs[2 + i] for i in range(carried)] + found[1 + carried:]
 
 
+def _loop_subgraph_types(attrs: dict, types: Sequence[Any]) -> dict[str, list[Any]]:
+    return {"body": [TensorType((), "int64"), TensorType((), "bool")] + list(types[2:])}
+
+
 declare("Loop", inputs=("M?", "cond?", "v_initial*"), outputs=("v_final_and_scan_outputs*",),
         infer=_loop_infer, attrs={"body": Attr("graph", REQUIRED)}, onnx_since=25,
         nondiff_inputs=(0, 1), dynamic_outputs=True, dtype_rule=_loop_dtypes,
-        grad=loop_grad,
+        grad=loop_grad, subgraph_types=_loop_subgraph_types,
         doc="Runs body while the trip count and condition allow; carried values, scan "
             "outputs, and trailing inputs for the body's outer-scope values.")
 
@@ -390,6 +398,16 @@ def _scan_dtypes(ctx: Any) -> list[Any]:
     return list(ctx.inputs[:lay["states"]]) + found[lay["states"]:]
 
 
+def _scan_subgraph_types(attrs: dict, types: Sequence[Any]) -> dict[str, list[Any]]:
+    lay = scan_layout(attrs, len(types), len(attrs["body"].outputs))
+    n, m = lay["states"], lay["scan_inputs"]
+    slices = []
+    for j, type_ in enumerate(types[n:n + m]):
+        axis = lay["in_axes"][j] % type_.rank
+        slices.append(TensorType(type_.shape[:axis] + type_.shape[axis + 1:], type_.dtype))
+    return {"body": list(types[:n]) + slices + list(types[n + m:])}
+
+
 declare("Scan", inputs=("initial_state_and_scan_inputs*",),
         outputs=("final_state_and_scan_outputs*",),
         infer=_scan_infer,
@@ -398,24 +416,16 @@ declare("Scan", inputs=("initial_state_and_scan_inputs*",),
                "scan_output_axes": Attr("ints", None),
                "scan_output_directions": Attr("ints", None)},
         onnx_since=25, dynamic_outputs=True, dtype_rule=_scan_dtypes, grad=scan_grad,
+        subgraph_types=_scan_subgraph_types,
         doc="Runs body once per slice of the scan inputs, carrying states; trailing inputs "
             "are the body's outer-scope values.")
 
 
 def subgraph_input_types(op: str, attrs: dict, types: Sequence[Any]) -> dict[str, list[Any]]:
-    """The input types each subgraph of a control-flow node runs with, given the node's
-    resolved attributes and input types (what the type rules above infer the bodies with;
+    """The input types each subgraph of a node runs with, given its resolved attributes and
+    input types (the op's ``subgraph_types`` facet: what its type rule infers the bodies with;
     the exporter writes the bodies with them)."""
-    if op == "If":
-        return {"then_branch": list(types[1:]), "else_branch": list(types[1:])}
-    if op == "Loop":
-        return {"body": [TensorType((), "int64"), TensorType((), "bool")] + list(types[2:])}
-    if op == "Scan":
-        lay = scan_layout(attrs, len(types), len(attrs["body"].outputs))
-        n, m = lay["states"], lay["scan_inputs"]
-        slices = []
-        for j, type_ in enumerate(types[n:n + m]):
-            axis = lay["in_axes"][j] % type_.rank
-            slices.append(TensorType(type_.shape[:axis] + type_.shape[axis + 1:], type_.dtype))
-        return {"body": list(types[:n]) + slices + list(types[n + m:])}
-    raise ValueError(f"op {op} holds no subgraph that portable knows")
+    rule = registry.get(op).subgraph_types
+    if rule is None:
+        raise ValueError(f"op {op} declares no subgraph_types: its subgraphs cannot be written")
+    return rule(attrs, types)

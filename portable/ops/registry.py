@@ -41,6 +41,9 @@ Defaults of facets left out:
   dims it cannot know (exact ones when the values are known while planning); the executor
   runs such a node between planned segments, passing None for the outputs it could not place,
   and the kernel returns them (``portable.backend.output_array``, ``returned_outputs``).
+- ``subgraph_types=None``: for an op holding graphs (If, Loop, Scan, FlexAttention), the
+  input types each body runs with, ``(resolved attrs, node input types) -> {attr: [types]}``
+  (the exporter writes the bodies with them).
 - ``widens_weights=False``: when True (DequantizeLinear, Cast), a node that reads a graph weight
   and widens it (int8 or int4 to float32) is not constant-folded: the weight stays as stored and
   is widened per use into planned workspace (``portable/passes/fold_constants.py``).
@@ -135,6 +138,7 @@ class OpDef:
     dtype_rule: Callable[["DtypeContext"], Sequence[np.dtype | None]] | None = None
     widens_weights: bool = False
     dynamic_outputs: bool = False
+    subgraph_types: Callable[[dict, Sequence[Any]], dict] | None = None
     doc: str = ""
 
     @property

@@ -31,4 +31,8 @@ def __getattr__(name: str):
         from portable.operator import custom_symbol
 
         return custom_symbol
+    if name == "contrib":  # sym.contrib: symbolic control flow (Scan, Loop, If nodes)
+        import importlib
+
+        return importlib.import_module("portable.symbol.contrib")
     raise AttributeError(f"module 'portable.symbol' has no attribute {name!r}")

@@ -59,8 +59,27 @@ def infer_dtypes(nodes: Sequence[SymNode],
     while learned:
         learned = False
         for node, ir_node, op in steps:
-            learned |= _infer_node(ir_node, op, table)
+            if any(hasattr(v, "body_dtypes") for v in node.attrs.values()):
+                learned |= _traced_node(node, table)
+            else:
+                learned |= _infer_node(ir_node, op, table)
     return table
+
+
+def _traced_node(node: SymNode, table: dict[str, np.dtype | None]) -> bool:
+    """A control-flow node of ``sym.contrib``: its output dtypes from its traced bodies' (the
+    bodies are Graphs only once shapes are known)."""
+    given = [table[e[0].output_name(e[1])] if e is not None else None for e in node.inputs]
+    found: list = [None] * node.num_outputs
+    for body in (v for v in node.attrs.values() if hasattr(v, "body_dtypes")):
+        found = [a if a is not None else b for a, b in zip(found, body.body_dtypes(given))]
+    learned = False
+    for index, dtype in enumerate(found):
+        name = node.output_name(index)
+        if dtype is not None and table[name] is None:
+            table[name] = dtype
+            learned = True
+    return learned
 
 
 def _ir_node(node: SymNode) -> Node:

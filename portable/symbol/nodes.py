@@ -4,11 +4,15 @@ names, and a topological walk. ``Symbol`` (``symbol.py``) wraps a list of entrie
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from portable import name as naming
 from portable.errors import GraphError
+
+
+_SERIALS = itertools.count()
 
 
 @dataclass(eq=False)
@@ -26,6 +30,9 @@ class SymNode:
     shape_hint: tuple | None = None  # (rule name, (SymNode, index), params)
     var_attrs: dict = field(default_factory=dict)
     scalar: bool = False  # a Python scalar: typed like the other operand of its consumer
+    # creation order: a control-flow body traced by ``sym.contrib`` owns the nodes created
+    # while its Python function ran; older ones belong to the enclosing scope (captures)
+    serial: int = field(default_factory=lambda: next(_SERIALS), repr=False)
 
     @property
     def is_variable(self) -> bool:

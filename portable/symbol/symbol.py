@@ -131,7 +131,8 @@ class Symbol:
         return types
 
     def _infer(self, shapes: Mapping[str, Any], dtypes: Mapping[str, Any],
-               partial: bool = False, scalar_dtypes: dict | None = None) -> TypeInfo | None:
+               partial: bool = False, scalar_dtypes: dict | None = None,
+               lowered_nodes: dict | None = None) -> TypeInfo | None:
         """Types of every entry; variables without a shape take it from their shape hint,
         and Python scalars the dtype of their consumer's other operand (recorded in
         ``scalar_dtypes``, keyed by node id)."""
@@ -157,7 +158,10 @@ class Symbol:
                 info.types[var.name] = TensorType(
                     resolve_hint(rule, source_type.shape, params),
                     dtypes.get(var.name, var.dtype or source_type.dtype))
-            infer_node(self._to_node(node), info)
+            lowered = self._to_node(node, types=info.types)
+            if lowered_nodes is not None:
+                lowered_nodes[id(node)] = lowered
+            infer_node(lowered, info)
         return info
 
     def _infer_scalar(self, scalar: SymNode, consumer: SymNode, info: TypeInfo,
@@ -169,10 +173,19 @@ class Symbol:
         infer_node(self._to_node(scalar, dtype), info)
 
     @staticmethod
-    def _to_node(node: SymNode, scalar_dtype: Any = None) -> Node:
+    def _to_node(node: SymNode, scalar_dtype: Any = None,
+                 types: Mapping[str, Any] | None = None) -> Node:
         inputs = tuple("" if e is None else e[0].output_name(e[1]) for e in node.inputs)
         outputs = tuple(node.output_name(i) for i in range(node.num_outputs))
         attrs = node.attrs
+        if any(hasattr(v, "lower_body") for v in attrs.values()):
+            # a traced control-flow body (sym.contrib): lowered for its node's input types
+            if types is None:
+                raise BindError(f"node {node.name!r} (op {node.op}) holds a traced body: "
+                                f"lower the symbol with to_graph")
+            in_types = [types.get(name) if name else None for name in inputs]
+            attrs = {k: v.lower_body(in_types) if hasattr(v, "lower_body") else v
+                     for k, v in attrs.items()}
         if scalar_dtype is not None:
             attrs = {"value": np.asarray(attrs["value"], dtype=scalar_dtype)}
         return Node(node.op, inputs, outputs, attrs, node.name)
@@ -236,9 +249,11 @@ class Symbol:
                  dtypes: Mapping[str, Any] | None = None, name: str = "symbol") -> Graph:
         """Lower to an IR Graph whose inputs are the arguments then the auxiliary states."""
         scalar_dtypes: dict = {}
-        info = self._infer(shapes or {}, dtypes or {}, scalar_dtypes=scalar_dtypes)
-        nodes = tuple(self._to_node(n, scalar_dtypes.get(id(n))) for n in self._nodes()
-                      if not n.is_variable)
+        lowered: dict = {}
+        info = self._infer(shapes or {}, dtypes or {}, scalar_dtypes=scalar_dtypes,
+                           lowered_nodes=lowered)
+        nodes = tuple(lowered.get(id(n)) or self._to_node(n, scalar_dtypes.get(id(n)))
+                      for n in self._nodes() if not n.is_variable)
         names = self.list_arguments() + self.list_auxiliary_states()
         return Graph(nodes=nodes, inputs=tuple((n, info.types[n]) for n in names),
                      outputs=tuple(self.list_outputs()), name=name)

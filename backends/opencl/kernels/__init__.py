@@ -10,7 +10,7 @@ from backends.opencl.kernels import signal
 from backends.opencl.kernels import ml, random  # (ai.onnx.ml; random ops)
 from backends.opencl.kernels import ml_linear  # (more of ai.onnx.ml)
 from backends.opencl.kernels import image_decoder
-from backends.opencl.kernels import attention
+from backends.opencl.kernels import attention, flex_attention
 from backends.opencl.kernels import crop, normalization_extra, pooling_extra
 from backends.opencl.kernels import integer_linear, strings
 from backends.opencl.kernels import sequence
@@ -19,7 +19,7 @@ from backends.opencl.kernels import data_dependent
 
 kernels: dict = {}
 for _family in (conv, custom, elementwise, fused, indexing, layout, linalg, loss, movement,
-                attention,
+                attention, flex_attention,
                 mxnet_outputs, nn, optim, pool, quantize, reduce, resize, rnn,
                 sampling, sequence_mixing, signal, ml, random, crop, normalization_extra,
                 pooling_extra, integer_linear, strings, sequence, control_flow, data_dependent,

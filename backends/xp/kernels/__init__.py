@@ -10,7 +10,7 @@ from backends.xp.kernels import image_decoder
 from backends.xp.kernels import signal
 from backends.xp.kernels import sampling
 from backends.xp.kernels import sequence_mixing
-from backends.xp.kernels import attention
+from backends.xp.kernels import attention, flex_attention
 from backends.xp.kernels import crop, normalization_extra, pooling_extra
 from backends.xp.kernels import integer_linear, strings
 from backends.xp.kernels import sequence
@@ -19,7 +19,7 @@ from backends.xp.kernels import data_dependent
 
 kernels: dict = {}
 for _family in (conv, custom, elementwise, fused, indexing, layout, linalg, loss, movement, nn,
-                attention,
+                attention, flex_attention,
                 optim, quantize, reduce, resize, rnn, mxnet_outputs, ml, random, sampling,
                 sequence_mixing, signal, crop, normalization_extra, pooling_extra,
                 integer_linear, strings, sequence, control_flow, ml_linear, ml_models,

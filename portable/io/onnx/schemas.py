@@ -160,8 +160,9 @@ def build_snapshot() -> dict:
             "attributes": {name: [kinds.get(int(attr.type), str(attr.type)), default(attr)]
                            for name, attr in sorted(schema.attributes.items())},
             "max_inputs": arity(schema.inputs), "max_outputs": arity(schema.outputs)}
+    # (by the op's own domain: ai.onnx.preview is a prefix of ai.onnx.preview.training)
     newest = {domain: max(v for op, found in versions.items()
-                          if op.startswith(domain + ".") for v in found)
+                          if op.rsplit(".", 1)[0] == domain for v in found)
               for domain in EXTRA_DOMAINS}
     # (a domain's newest opset is the newest since-version of its ops: onnx's version map says
     # ai.onnx.ml 5, the newest TreeEnsemble, and ai.onnx.preview.training 1)
