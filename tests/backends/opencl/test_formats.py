@@ -149,7 +149,10 @@ def test_arithmetic_on_bfloat16_rounds_like_numpy(device):
 def test_low_precision_models_match_the_cpu(device, which):
     # the models of tests/exporters/test_low_precision_models.py (onnxruntime checks the CPU
     # there): on OpenCL their float8 activations, bfloat16 outputs and int4 weights live on
-    # the device, and every output agrees with the CPU's bit for bit
+    # the device, and every output agrees with the CPU's to the rounding of its sums (the
+    # device's GEMM and the CPU's BLAS add in different orders, and BLAS's order depends on
+    # the kernel it picks for the CPU: OPENBLAS_CORETYPE), so within one unit in the last
+    # place of the output type
     from exporters.onnx import backend
     from tests.exporters import test_low_precision_models as models
 
@@ -160,4 +163,8 @@ def test_low_precision_models_match_the_cpu(device, which):
     got = backend.prepare(model, device="opencl").run({"x": x})
     for g, w in zip(got, want):
         g, w = np.asarray(g), np.asarray(w)
-        assert g.dtype == w.dtype and np.array_equal(_bits(g), _bits(w)), which
+        assert g.dtype == w.dtype, which
+        ulp = float(ml_dtypes.finfo(w.dtype).eps)
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=2 * ulp,
+                                   atol=2 * ulp * float(np.abs(w.astype(np.float64)).max()),
+                                   err_msg=which)
