@@ -21,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from portable.errors import OpError, PortableError
+from portable.nested import flatten, regroup
 from portable.ndarray.invoke import invoke
 from portable.ndarray.mxnet_functions import stack
 from portable.ndarray.ndarray import NDArray, array, zeros
@@ -28,27 +29,7 @@ from portable.ndarray.ndarray import NDArray, array, zeros
 
 def _flatten(args: Any, what: str) -> tuple[list[NDArray], Any]:
     """Nested lists of NDArrays -> (flat list, format); format 0 means a bare NDArray."""
-    if isinstance(args, NDArray):
-        return [args], 0
-    if not isinstance(args, (list, tuple)):
-        raise PortableError(f"{what} must be an NDArray or a (nested) list of them, got "
-                            f"{type(args).__name__}")
-    flat, formats = [], []
-    for item in args:
-        part, fmt = _flatten(item, what)
-        flat.extend(part)
-        formats.append(fmt)
-    return flat, formats
-
-
-def _regroup(flat: list, fmt: Any) -> tuple[Any, list]:
-    if isinstance(fmt, int):
-        return (flat[0], flat[1:]) if fmt == 0 else (flat[:fmt], flat[fmt:])
-    out = []
-    for part in fmt:
-        item, flat = _regroup(flat, part)
-        out.append(item)
-    return out, flat
+    return flatten(args, NDArray, what)
 
 
 def _as_bool(value: Any, what: str) -> bool:
@@ -83,7 +64,7 @@ def foreach(body: Callable[[Any, Any], tuple[Any, Any]], data: Any,
     if fmt is None:
         return [], states
     stacked = [stack(*column) for column in zip(*outputs)]
-    return _regroup(stacked, fmt)[0], states
+    return regroup(stacked, fmt)[0], states
 
 
 def while_loop(cond: Callable[..., Any], func: Callable[..., tuple[Any, Any]], loop_vars: Any,
@@ -131,7 +112,7 @@ def while_loop(cond: Callable[..., Any], func: Callable[..., tuple[Any, Any]], l
             items.append(zeros((max_iterations - steps,) + first.shape, first.device,
                                first.dtype))
         stacked.append(invoke("Concat", items, {"axis": 0}))
-    result = _regroup(stacked, fmt)[0] if fmt is not None else []
+    result = regroup(stacked, fmt)[0] if fmt is not None else []
     return result, loop_vars[0] if single else loop_vars
 
 

@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from portable.errors import BindError
+from portable.nested import flatten, regroup
 from portable.ir.graph import Graph, Node, TensorType
 from portable.symbol.nodes import SymNode, _SERIALS, auto_name, topo_nodes
 from portable.symbol.symbol import Symbol, apply_op, constant
@@ -40,32 +41,15 @@ _INT64, _BOOL = np.dtype(np.int64), np.dtype(np.bool_)
 # -- nested structures of Symbols ---------------------------------------------------------------
 
 
+def _one_output(symbol: Symbol, what: str) -> None:
+    if len(symbol) != 1:
+        raise BindError(f"{what}: each Symbol must have one output, got {len(symbol)} "
+                        f"(split it with symbol[i])")
+
+
 def _flatten(args: Any, what: str) -> tuple[list[Symbol], Any]:
     """Nested lists of Symbols -> (flat list, format); format 0 is a bare Symbol."""
-    if isinstance(args, Symbol):
-        if len(args) != 1:
-            raise BindError(f"{what}: each Symbol must have one output, got {len(args)} "
-                            f"(split it with symbol[i])")
-        return [args], 0
-    if not isinstance(args, (list, tuple)):
-        raise BindError(f"{what} must be a Symbol or a (nested) list of them, got "
-                        f"{type(args).__name__}")
-    flat, formats = [], []
-    for item in args:
-        part, fmt = _flatten(item, what)
-        flat.extend(part)
-        formats.append(fmt)
-    return flat, formats
-
-
-def _regroup(flat: list, fmt: Any) -> tuple[Any, list]:
-    if isinstance(fmt, int):
-        return flat[0], flat[1:]
-    out = []
-    for part in fmt:
-        item, flat = _regroup(flat, part)
-        out.append(item)
-    return out, flat
+    return flatten(args, Symbol, what, _one_output, BindError)
 
 
 # -- tracing a body -------------------------------------------------------------------------------
@@ -229,7 +213,7 @@ def foreach(body: Callable[[Any, Any], tuple[Any, Any]], data: Any, init_states:
     holders = _placeholders(prefix, len(flat_states) + len(flat_data))
     wrap = [Symbol([(h, 0)]) for h in holders]
     n, m = len(flat_states), len(flat_data)
-    outs, new_states = body(_regroup(wrap[n:], data_fmt)[0], _regroup(wrap[:n], state_fmt)[0])
+    outs, new_states = body(regroup(wrap[n:], data_fmt)[0], regroup(wrap[:n], state_fmt)[0])
     flat_outs, out_fmt = _flatten([] if outs is None else outs, "foreach output")
     flat_new, _ = _flatten([] if new_states is None else new_states, "foreach states")
     if len(flat_new) != n:
@@ -245,8 +229,8 @@ def foreach(body: Callable[[Any, Any], tuple[Any, Any]], data: Any, init_states:
     node = apply_op("Scan", flat_states + flat_data + cut.captured, name=prefix,
                     num_outputs=n + len(flat_outs), body=traced, num_scan_inputs=m)
     results = list(node)
-    stacked = _regroup(results[n:], out_fmt)[0] if flat_outs else []
-    return stacked, _regroup(results[:n], state_fmt)[0]
+    stacked = regroup(results[n:], out_fmt)[0] if flat_outs else []
+    return stacked, regroup(results[:n], state_fmt)[0]
 
 
 def while_loop(cond: Callable[..., Any], func: Callable[..., tuple[Any, Any]], loop_vars: Any,
@@ -305,8 +289,8 @@ def while_loop(cond: Callable[..., Any], func: Callable[..., tuple[Any, Any]], l
                     + cut.captured, name=prefix, num_outputs=1 + n + len(flat_outs),
                     body=traced)
     results = list(node)[1:]  # (the final flag is not MXNet's)
-    stacked = _regroup(results[n:], out_fmt)[0] if flat_outs else []
-    final = results[0] if single else _regroup(results[:n], var_fmt)[0]  # func's structure
+    stacked = regroup(results[n:], out_fmt)[0] if flat_outs else []
+    final = results[0] if single else regroup(results[:n], var_fmt)[0]  # func's structure
     return stacked, final
 
 
@@ -332,4 +316,4 @@ def cond(pred: Symbol, then_func: Callable[[], Any], else_func: Callable[[], Any
               for key, body in zip(("then_branch", "else_branch"), entries)}
     node = apply_op("If", [flag] + cut.captured, name=prefix,
                     num_outputs=len(branches[0][0]), **bodies)
-    return _regroup(list(node), fmt)[0]
+    return regroup(list(node), fmt)[0]
