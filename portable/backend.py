@@ -18,6 +18,7 @@ cases, so one kernel runs whether or not planning could fix the shape.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -115,6 +116,66 @@ class Backend:
     def synchronize(self) -> None:
         """Wait for all work queued on the device (no-op for synchronous backends)."""
 
+    # -- threads of the host math library (a CPU backend may choose them per step) ----------
+    def step_threads(self, op: str, input_types: list, output_types: list,
+                     attrs: dict) -> bool | None:
+        """At plan time: whether a step uses every thread of the math library the run allows
+        (True), one thread (False), or leaves the threads as they are (None)."""
+        return None
+
+    def threads_allowed(self) -> int:
+        """At the start of a run: the thread count the process allows now (0: the backend
+        switches no threads)."""
+        return 0
+
+    def use_threads(self, count: int) -> None:
+        """Set the math library's thread count (only called after ``threads_allowed``)."""
+
+
+class PreparedKernel:
+    """A kernel in two parts (DESIGN.md section 8): ``prepare(backend, input_types,
+    output_types, attrs) -> state`` builds what shapes and attributes fix (geometry, parsed
+    attributes, views) once per plan step, or once per signature of imperative calls;
+    ``run(state, ctx, inputs, outputs, attrs)`` only computes.
+
+    Calling the kernel itself, as a call site that planned nothing does (constant folding, a
+    fallback, a nested kernel), prepares and runs in one go, so every site gets the same
+    answer.
+    """
+
+    def __init__(self, run: Callable, prepare: Callable) -> None:
+        self.run = run
+        self.prepare = prepare
+        self.__name__ = getattr(run, "__name__", "kernel")
+        self.__qualname__ = getattr(run, "__qualname__", self.__name__)
+        self.__module__ = getattr(run, "__module__", None)
+        self.__doc__ = run.__doc__
+
+    def __call__(self, ctx: KernelContext, inputs: list, outputs: list, attrs: dict) -> Any:
+        state = self.prepare(ctx.backend, array_types(inputs), array_types(outputs), attrs)
+        return self.run(state, ctx, inputs, outputs, attrs)
+
+    def bind(self, backend: "Backend", input_types: list, output_types: list,
+             attrs: dict) -> Callable:
+        """The run-time call of one step: ``fn(ctx, inputs, outputs, attrs)``."""
+        return functools.partial(self.run, self.prepare(backend, input_types, output_types,
+                                                        attrs))
+
+
+def array_types(arrays: list) -> list:
+    """The TensorType of each array (None where absent)."""
+    from portable.ir.graph import TensorType
+
+    return [None if a is None else TensorType(a.shape, a.dtype) for a in arrays]
+
+
+def bound_kernel(kernel: Kernel, backend: "Backend", input_types: list, output_types: list,
+                 attrs: dict) -> Kernel:
+    """``kernel`` ready for repeated calls with these types: a prepared kernel's run-time part
+    bound to its state, any other kernel as it is."""
+    bind = getattr(kernel, "bind", None)
+    return kernel if bind is None else bind(backend, input_types, output_types, attrs)
+
 
 def kernel_table(wrap: Callable[..., Callable] | None = None
                  ) -> tuple[dict[str, Callable], Callable]:
@@ -127,12 +188,16 @@ def kernel_table(wrap: Callable[..., Callable] | None = None
 
     Returns:
         The dict (op name -> kernel) and the decorator, which returns the registered callable
-        (attributes such as ``workspace`` go on it).
+        (attributes such as ``workspace`` go on it). The decorator's ``prepare=`` option makes
+        a :class:`PreparedKernel` of ``prepare`` and the decorated ``run(state, ctx, inputs,
+        outputs, attrs)``.
     """
     table: dict[str, Callable] = {}
 
-    def kernel(*names: str, **options: Any) -> Callable:
+    def kernel(*names: str, prepare: Callable | None = None, **options: Any) -> Callable:
         def register(fn: Callable) -> Callable:
+            if prepare is not None:
+                fn = PreparedKernel(fn, prepare)
             registered = wrap(fn, **options) if wrap is not None else fn
             for name in names:
                 if name in table:

@@ -74,6 +74,7 @@ class PortableRep(BackendRep):
         self.output_names = list(graph.outputs)
         self._plans: dict[tuple, CompiledGraph | SegmentedGraph] = {}
         self._shape_feeds = _shape_feeds(graph)
+        self._outputs_type = None
 
     def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
         return check_feeds(inputs, self.graph.input_types, label=f"graph {self.graph.name!r}")
@@ -117,7 +118,9 @@ class PortableRep(BackendRep):
             host = [_host(backend, out) for out in outputs]
         except MemoryError as exc:
             raise ShapeError(f"graph {self.graph.name!r}: out of memory while running") from exc
-        return namedtupledict("Outputs", self.output_names)(*host)
+        if self._outputs_type is None:  # (onnx's namedtupledict builds a class: once)
+            self._outputs_type = namedtupledict("Outputs", self.output_names)
+        return self._outputs_type(*host)
 
 
 def _host(backend: Any, value: Any) -> Any:

@@ -38,7 +38,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from portable import profiler, random
-from portable.backend import KernelContext
+from portable.backend import KernelContext, bound_kernel
 from portable.device import Device
 from portable.dtypes import is_string
 from portable.errors import (BackendError, BindError, MemoryBudgetError, MissingKernelError,
@@ -59,6 +59,9 @@ class Step:
     attrs: dict
     view: bool
     index: int  # position of the node in the graph
+    # whether the step uses every thread of the host math library (True), one (False), or
+    # leaves them as they are (None)
+    threads: bool | None = None
 
 
 def workspace_bytes(kernel: Any, node: Node, info: TypeInfo, attrs: dict) -> dict[str, int]:
@@ -168,7 +171,23 @@ class CompiledGraph:
             if op.view:
                 self.steps.append(Step(node, None, attrs, True, index))
                 continue
-            self.steps.append(Step(node, self.backend.kernel(node.op), attrs, False, index))
+            types = self.info.types
+            try:  # a kernel's plan-time part runs here, once
+                call = bound_kernel(self.backend.kernel(node.op), self.backend,
+                                    [types.get(name) if name else None for name in node.inputs],
+                                    [types.get(name) if name else None for name in node.outputs],
+                                    attrs)
+            except PortableError:
+                raise
+            except Exception as exc:
+                raise ShapeError(f"node {node.name!r} (op {node.op}): its kernel on device "
+                                 f"{device} could not be prepared: {type(exc).__name__}: "
+                                 f"{exc}") from exc
+            threads = self.backend.step_threads(
+                node.op, [types.get(name) if name else None for name in node.inputs],
+                [types.get(name) if name else None for name in node.outputs], attrs)
+            self.steps.append(Step(node, call, attrs, False, index, threads))
+        self._switches_threads = any(step.threads is not None for step in self.steps)
         self._check_strings(graph, kept)
         self._check_element_types(graph, kept)
         scratch, sizes = kernel_workspace(graph, self.info, self.backend)
@@ -301,9 +320,19 @@ class CompiledGraph:
 
     def execute(self, env: dict[str, Any], start: int = 0, stop: int | None = None) -> None:
         """Run steps ``start:stop`` in ``env``."""
-        ctx = KernelContext(self.backend.xp, random.generator(), self.backend)
+        backend = self.backend
+        ctx = KernelContext(backend.xp, random.generator(), backend)
         ctx.workspace.update(self.workspace)  # a kernel that needs more replaces its copy
-        for step in self.steps[start:stop]:
+        allowed = backend.threads_allowed() if self._switches_threads else 0
+        try:
+            self._execute(env, ctx, self.steps[start:stop], allowed)
+        finally:
+            if allowed:
+                backend.use_threads(allowed)
+
+    def _execute(self, env: dict[str, Any], ctx: KernelContext, steps: list[Step],
+                 allowed: int) -> None:
+        for step in steps:
             node = step.node
             if step.view:
                 out_type = self.info.types[node.outputs[0]]
@@ -311,6 +340,8 @@ class CompiledGraph:
                                                                out_type.shape)
                 continue
             ctx.node = node
+            if allowed and step.threads is not None:
+                self.backend.use_threads(allowed if step.threads else 1)
             inputs = [env[name] if name else None for name in node.inputs]
             outputs = [env[name] if name else None for name in node.outputs]
             started = profiler.op_started()

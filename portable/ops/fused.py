@@ -19,6 +19,7 @@ import functools
 import json
 from typing import Any
 
+from portable.backend import PreparedKernel, bound_kernel
 from portable.ir.graph import Node
 from portable.ops.registry import (Attr, DtypeContext, InferContext, OpDef, declare, get,
                                    infer_dtypes)
@@ -105,20 +106,30 @@ def _activation_attrs(name: str, attrs_json: str) -> dict:
     return op.resolve_attrs(Node(name, ("x",), ("y",), json.loads(attrs_json), f"fused/{name}"))
 
 
-def composed_kernel(base_name: str):
+def composed_kernel(base_name: str) -> PreparedKernel:
     """A FusedConv/FusedGemm kernel for any backend: the backend's own kernel of the base op,
     then its activation kernel in place on the output (a backend with a truly fused kernel
-    registers that instead)."""
+    registers that instead). Both are looked up and prepared once per plan step."""
     base = get(base_name)
 
-    def run(ctx, inputs, outputs, attrs):
+    def prepare(backend, input_types, output_types, attrs):
         own, activation, _ = split_attrs(base, attrs)
-        ctx.backend.kernel(base_name)(ctx, inputs, outputs, own)
-        if activation:
-            act_attrs = _activation_attrs(activation, attrs["activation_attrs"] or "{}")
-            ctx.backend.kernel(activation)(ctx, [outputs[0]], [outputs[0]], act_attrs)
+        first = bound_kernel(backend.kernel(base_name), backend, input_types, output_types,
+                             own)
+        if not activation:
+            return first, own, None, None
+        act_attrs = _activation_attrs(activation, attrs["activation_attrs"] or "{}")
+        then = bound_kernel(backend.kernel(activation), backend, output_types[:1],
+                            output_types[:1], act_attrs)
+        return first, own, then, act_attrs
+
+    def run(state, ctx, inputs, outputs, attrs):
+        first, own, then, act_attrs = state
+        first(ctx, inputs, outputs, own)
+        if then is not None:
+            then(ctx, [outputs[0]], [outputs[0]], act_attrs)
     run.__name__ = f"fused_{base_name.lower()}"
-    return run
+    return PreparedKernel(run, prepare)
 
 
 def _fused_infer(base_name: str):

@@ -13,12 +13,13 @@ import math
 
 import numpy as np
 
-from portable.ops.conv import (Geometry, pool_geometry, transpose_geometry, window_attrs,
-                               window_geometry)
+from portable.ops.conv import Geometry, pool_geometry, transpose_geometry, window_attrs
 
 from backends.xp.kernels.im2col import (clipped_offsets, input_index, lowest,
                                            padded_windows, reduce_windows, scratch,
                                            window_argmax, window_view)
+from backends.xp.kernels.conv_plan import ConvPlan, is_pointwise
+from backends.xp.kernels.winograd import conv_transpose2d, transpose_tile
 from portable.backend import kernel_table
 
 kernels, kernel = kernel_table()
@@ -45,16 +46,11 @@ def _add_bias(y, b) -> None:
 # -- Conv ----------------------------------------------------------------------------------------
 
 
-def _is_pointwise(geom: Geometry, in_shape) -> bool:
-    return (all(k == 1 for k in geom.kernel) and all(s == 1 for s in geom.strides)
-            and not any(geom.head) and tuple(geom.out) == tuple(in_shape))
-
-
 def _columns(ctx, x, geom: Geometry, group: int):
     """The GEMM's right operand (N, group, C/group * prod(kernel), prod(out))."""
     n, c = x.shape[:2]
     rows = c // group * math.prod(geom.kernel)
-    if _is_pointwise(geom, x.shape[2:]):
+    if is_pointwise(geom, x.shape[2:]):
         return x.reshape(n, group, rows, -1)
     cols = scratch(ctx, "columns", x.shape[:2] + geom.kernel + tuple(geom.out), x.dtype)
     cols[...] = window_view(ctx.xp, padded_windows(ctx, x, geom), geom)
@@ -69,12 +65,22 @@ def conv_forward(ctx, x, w, geom: Geometry, group: int, y) -> None:
     ctx.xp.matmul(weights, cols, out=y.reshape(n, group, m // group, cols.shape[3]))
 
 
-@kernel("Conv")
-def conv(ctx, inputs, outputs, attrs):
+def _prepare_conv(backend, input_types, output_types, attrs) -> ConvPlan:
+    return ConvPlan(backend, input_types, attrs)
+
+
+@kernel("Conv", prepare=_prepare_conv)
+def conv(plan: ConvPlan, ctx, inputs, outputs, attrs):
+    """Conv through its plan (geometry, path and views fixed once; Winograd where it pays,
+    chosen there and not in conv_forward: ConvInteger relies on that GEMM being exact)."""
     x, w = inputs[:2]
-    geom = window_geometry(x.shape[2:], w.shape[2:], attrs)
-    _into(ctx.xp, outputs[0], lambda y: conv_forward(ctx, x, w, geom, attrs["group"], y))
-    _add_bias(outputs[0], inputs[2] if len(inputs) > 2 else None)
+    y = outputs[0]
+    if y.flags.c_contiguous:
+        plan.forward(ctx, x, w, y)
+    else:
+        _into(ctx.xp, y, lambda target: plan.forward(ctx, x, w, target))
+    if len(inputs) > 2 and inputs[2] is not None:
+        y += inputs[2].reshape(plan.bias_shape)
 
 
 # -- ConvTranspose -------------------------------------------------------------------------------
@@ -90,12 +96,15 @@ def conv_transpose(ctx, inputs, outputs, attrs):
     y, group = outputs[0], attrs["group"]
     n, c = x.shape[:2]
     in_shape, geom = x.shape[2:], transpose_geometry(x.shape[2:], w.shape[2:], attrs)
+    bias = inputs[2] if len(inputs) > 2 else None
+    if tile := transpose_tile(ctx, x, w, geom, group):  # stride 1 3x3: Conv's dX in training
+        conv_transpose2d(ctx, x, w, geom, tile, y)
+        return _add_bias(y, bias)
     per_group = w.shape[1] * math.prod(geom.kernel)
     weights = w.reshape(group, c // group, per_group).transpose(0, 2, 1)
     cols = scratch(ctx, "columns", (n, group, per_group, math.prod(in_shape)), x.dtype)
     xp.matmul(weights, x.reshape(n, group, c // group, -1), out=cols)
     cols = cols.reshape((n, y.shape[1]) + geom.kernel + tuple(in_shape))
-    bias = inputs[2] if len(inputs) > 2 else None
     y[...] = 0 if bias is None else bias.reshape((1, -1) + _spatial(y.shape))
     for k, windows, index in clipped_offsets(geom, in_shape, y.shape[2:]):
         y[index] += cols[(slice(None), slice(None)) + k][windows]

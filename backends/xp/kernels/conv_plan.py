@@ -1,0 +1,87 @@
+"""What a Conv step's shapes and attributes fix, built once per plan step (the kernel's
+plan-time part, DESIGN.md section 8), so that a run only copies and multiplies.
+
+A small Conv spent most of its 28-32 us rebuilding its geometry, its padding and its strided
+window view on every call. The plan holds the geometry, the GEMM's shapes and the path
+(pointwise, im2col, Winograd) from the start; the views into the padded input and the column
+buffer are made on the first run and kept while the run hands the same buffers again, which a
+compiled plan does (its scratch and arena are allocated once). Buffers a call allocates itself
+(an imperative call's scratch) are never kept, so no plan holds memory past its call.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+
+from portable.ops.conv import Geometry, window_geometry
+
+from backends.xp.kernels.im2col import interior, padded_windows, scratch, window_view
+from backends.xp.kernels.winograd import conv2d, tile_size
+
+
+def is_pointwise(geom: Geometry, in_shape) -> bool:
+    """A 1x1 stride-1 unpadded Conv: the GEMM reads the input itself."""
+    return (all(k == 1 for k in geom.kernel) and all(s == 1 for s in geom.strides)
+            and not any(geom.head) and tuple(geom.out) == tuple(in_shape))
+
+
+class ConvPlan:
+    """One Conv step: ``forward(ctx, x, w, y)`` writes Conv(X, W) (no bias) into ``y``."""
+
+    def __init__(self, backend, input_types: list, attrs: dict) -> None:
+        x, w = input_types[0], input_types[1]
+        self.geom = geom = window_geometry(x.shape[2:], w.shape[2:], attrs)
+        self.group = group = attrs["group"]
+        self.tile = tile_size(backend, x, w, geom, group)  # 0: im2col
+        n, c = x.shape[:2]
+        m, rows = w.shape[0], c // group * math.prod(geom.kernel)
+        self.pointwise = is_pointwise(geom, x.shape[2:])
+        self.weights_shape = (group, m // group, rows)
+        self.columns_shape = (n, group, rows, math.prod(geom.out))
+        self.window_shape = tuple(x.shape[:2]) + tuple(geom.kernel) + tuple(geom.out)
+        self.y_shape = (n, group, m // group, math.prod(geom.out))
+        self.bias_shape = (1, -1) + (1,) * (len(x.shape) - 2)
+        self._kept = None  # (key, views) of the last run's buffers
+
+    def forward(self, ctx, x, w, y) -> None:
+        if self.tile:
+            conv2d(ctx, x, w, self.geom, self.tile, y)
+            return
+        cols = x.reshape(self.columns_shape) if self.pointwise else self._columns(ctx, x)
+        ctx.xp.matmul(w.reshape(self.weights_shape), cols, out=y.reshape(self.y_shape))
+
+    def _columns(self, ctx, x):
+        """The im2col copy of ``x``, through views kept from the last run when it was handed
+        the same input and scratch buffers."""
+        workspace = ctx.workspace
+        padded, columns = workspace.get("padded"), workspace.get("columns")
+        kept = self._kept
+        if kept is not None:
+            (ref, kept_padded, kept_columns), views = kept
+            if ref() is x and kept_padded is padded and kept_columns is columns:
+                fill, inside, window, cols, gemm = views
+                if fill is not None:
+                    fill[...] = 0
+                    fill[inside] = x
+                cols[...] = window
+                return gemm
+        cols = scratch(ctx, "columns", self.window_shape, x.dtype)
+        source = padded_windows(ctx, x, self.geom)  # (pads into scratch: the copy is done)
+        window = window_view(ctx.xp, source, self.geom)
+        cols[...] = window
+        gemm = cols.reshape(self.columns_shape)
+        # Views are kept only into buffers the run owns and handed in (a plan's workspace,
+        # neither made nor replaced by this call), and only when the input is padded, not
+        # cropped: then the padded copy is all scratch and can be written again.
+        cropped = any(t < 0 for t in self.geom.fit_tail(x.shape[2:]))
+        fill = source if source is not x else None
+        owned = (columns is not None and workspace.get("columns") is columns
+                 and (fill is None or (padded is not None and workspace.get("padded") is padded)))
+        if owned and not cropped:
+            try:  # (held weakly: the input may be the caller's array)
+                ref = weakref.ref(x)
+            except TypeError:  # an array type without weak references: nothing is kept
+                return gemm
+            inside = interior(self.geom.head, x.shape[2:]) if fill is not None else None
+            self._kept = ((ref, padded, columns), (fill, inside, window, cols, gemm))
+        return gemm
