@@ -53,9 +53,14 @@ class Device:
     @property
     def backend(self) -> "Backend":
         """The backend instance serving this device, created on first use."""
-        backend = _backends.get(self)
+        # Kept on the instance too: this runs on every imperative op, and hashing a Device
+        # for the table costs more than the op's bookkeeping around it.
+        backend = self.__dict__.get("_backend")
         if backend is None:
-            backend = _backends[self] = _load_backend(self)
+            backend = _backends.get(self)
+            if backend is None:
+                backend = _backends[self] = _load_backend(self)
+            object.__setattr__(self, "_backend", backend)  # (frozen: a cache, not a field)
         return backend
 
 

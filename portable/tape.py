@@ -17,21 +17,24 @@ from typing import Any, Iterator, Sequence
 
 from portable.ops import registry
 
-_state = threading.local()
+class _State(threading.local):
+    # Class-level defaults: reading a switch never set in this thread finds these instead of
+    # raising AttributeError inside getattr (a microsecond on every imperative op).
+    recording = False
+    training = False
 
 
-def _get(name: str, default: bool) -> bool:
-    return getattr(_state, name, default)
+_state = _State()
 
 
 def is_recording() -> bool:
     """True inside ``record()`` (and not inside ``pause()``)."""
-    return _get("recording", False)
+    return _state.recording
 
 
 def is_training() -> bool:
     """True when ops run with training behaviour (Dropout active, BatchNorm batch statistics)."""
-    return _get("training", False)
+    return _state.training
 
 
 def set_recording(flag: bool) -> bool:

@@ -31,9 +31,15 @@ ENGINES: dict[str, type[Engine]] = {"threaded": ThreadedEngine, "naive": NaiveEn
 
 _engine: Engine | None = None
 _engine_lock = threading.Lock()
-# A thread's own engine while code that an engine op calls back runs on it (a custom operator's
-# forward, which may wait on arrays: waiting inside an op of the process-wide engine could not end).
-_thread = threading.local()
+class _ThreadEngine(threading.local):
+    """A thread's own engine while code that an engine op calls back runs on it (a custom
+    operator's forward, which may wait on arrays: waiting inside an op of the process-wide
+    engine could not end)."""
+
+    engine = None  # a class default: reading it never raises inside getattr
+
+
+_thread = _ThreadEngine()
 
 
 def _create(name: str) -> Engine:
@@ -58,7 +64,7 @@ def get_engine() -> Engine:
         >>> get_engine() is get_engine()
         True
     """
-    engine = getattr(_thread, "engine", None) or _engine
+    engine = _thread.engine or _engine
     if engine is None:
         with _engine_lock:
             engine = _engine
@@ -104,7 +110,7 @@ def thread_engine(engine: Engine) -> Iterator[Engine]:
         ...     get_engine() is eng
         True
     """
-    previous = getattr(_thread, "engine", None)
+    previous = _thread.engine
     _thread.engine = engine
     try:
         yield engine

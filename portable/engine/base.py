@@ -45,6 +45,10 @@ _var_ids = itertools.count()
 # than in work. Such an ``fn`` must return quickly and never block, except where
 # ``Engine.idle_worker()`` says that its thread has nothing else to do.
 INLINE = "engine:inline"
+# The array code pushes INLINE the small ops that only compute (elementwise ops, reductions,
+# fills) whose outputs hold at most this many elements: about where handing the op to a worker
+# (some microseconds, and a GIL hand-off) stops costing more than the kernel itself.
+INLINE_ELEMENTS = 4096
 
 
 class Var:
@@ -289,14 +293,26 @@ class Engine(ABC):
         if not callable(fn):
             raise EngineError(f"push of op {name!r}: fn must be a zero-argument callable, "
                               f"got {type(fn).__name__}")
-        writes_t = tuple(dict.fromkeys(self._check_var(v) for v in writes))
-        reads_t = tuple(dict.fromkeys(self._check_var(v) for v in reads))
+        writes_t = self._checked(writes)
+        reads_t = self._checked(reads)
         if writes_t and reads_t:
             written = set(writes_t)
             dep_reads = tuple(v for v in reads_t if v not in written)
         else:
             dep_reads = reads_t
         return reads_t, dep_reads, writes_t
+
+    def _checked(self, vars_: Iterable[Var]) -> tuple[Var, ...]:
+        """``vars_`` deduplicated in order, each checked to be one of this engine's vars. The
+        common case (a var or two, all ours, no repeats) takes one pass without a dict: this
+        runs on every imperative op."""
+        vars_ = tuple(vars_)
+        for v in vars_:
+            if not isinstance(v, Var) or v._owner is not self:
+                self._check_var(v)  # raises, naming the var and why
+        if len(vars_) > 1 and len(set(vars_)) < len(vars_):
+            return tuple(dict.fromkeys(vars_))
+        return vars_
 
     @staticmethod
     def _refuse_deleted(vars_: Iterable[Var], name: str) -> None:

@@ -39,11 +39,19 @@ class NaiveEngine(Engine):
              writes: Iterable[Var] = (), device: Hashable = None, priority: int = 0,
              name: str = "op") -> None:
         """Run ``fn()`` now; see :meth:`Engine.push`. ``device`` and ``priority`` are ignored."""
-        reads_t, _, writes_t = self._normalize(fn, reads, writes, name)
+        if not callable(fn):
+            self._normalize(fn, reads, writes, name)  # raises, naming the op
+        reads_t, writes_t = self._checked(reads), self._checked(writes)
         with self._lock:
-            self._refuse_deleted(reads_t, name)
-            self._refuse_deleted(writes_t, name)
-            failure = next((v._failure for v in reads_t if v._failure is not None), None)
+            failure = None
+            for v in reads_t:
+                if v._deleted:
+                    self._refuse_deleted(reads_t, name)
+                if v._failure is not None and failure is None:
+                    failure = v._failure
+            for v in writes_t:
+                if v._deleted:
+                    self._refuse_deleted(writes_t, name)
             if failure is not None:
                 failure = failure.passed_on(name)  # skip: its inputs hold no valid data
             else:

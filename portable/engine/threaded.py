@@ -84,6 +84,15 @@ class _DeviceQueue:
         self.threads: list[threading.Thread] = []
 
 
+class _WorkerState(threading.local):
+    """Per-thread engine state, with class defaults so that reading it on a thread that never
+    set it costs an attribute lookup, not an AttributeError caught inside getattr."""
+
+    in_op = False      # running one of this engine's ops (a worker, or an inline op)
+    queue = None       # the device queue a worker serves
+    inlining = False   # inside _run_inline (nested calls leave the ops to the outer loop)
+
+
 def _env_int(var: str, default: int) -> int:
     raw = os.environ.get(var, "").strip()
     if not raw:
@@ -155,8 +164,9 @@ class ThreadedEngine(Engine):
         self._seq = 0
         self._num_pending = 0            # unfinished user ops (what back-pressure bounds)
         self._push_waiters = 0
+        self._idle_waiters = 0           # threads in wait_all or shutdown
         self._failures: list[tuple[int, OpFailure]] = []  # (seq, failure) since last wait_all
-        self._local = threading.local()       # .in_op, .queue: set on this engine's workers
+        self._local = _WorkerState()
         self._inline: list[_Op] = []          # ready INLINE ops not started yet
         self._stopped = False
 
@@ -188,7 +198,9 @@ class ThreadedEngine(Engine):
         name = op.name
         reads_t, dep_reads, writes_t = self._normalize(fn, reads, writes, name)
         op.fn, op.reads, op.dep_reads, op.writes = fn, reads_t, dep_reads, writes_t
-        bypass_bound = getattr(self._local, "in_op", False)
+        local = self._local
+        bypass_bound = local.in_op
+        ops = None
         with self._lock:
             self._refuse_if_stopped("push")
             if not bypass_bound and self._num_pending >= self._max_pending:
@@ -205,7 +217,10 @@ class ThreadedEngine(Engine):
             self._refuse_deleted(writes_t, name)
             self._num_pending += 1
             self._submit(op)
-        self._run_inline()
+            if self._inline and not local.inlining:  # (taken now: saves a lock round)
+                ops, self._inline = self._inline, []
+        if ops:
+            self._run_inline(ops)
 
     def wait_for_var(self, var: Var) -> None:
         """Block until all ops pushed so far that use ``var`` finished; see the base class.
@@ -243,8 +258,7 @@ class ThreadedEngine(Engine):
         """
         self._refuse_in_op("wait_all")
         with self._lock:
-            while self._num_pending and not self._stopped:
-                self._idle.wait()
+            self._wait_idle()
             if self._num_pending:
                 raise EngineError(f"wait_all: the engine was shut down with "
                                   f"{self._num_pending} op(s) unfinished")
@@ -267,7 +281,7 @@ class ThreadedEngine(Engine):
 
     def idle_worker(self) -> bool:
         """True on a worker whose pool has no ready op waiting; see :meth:`Engine.idle_worker`."""
-        queue = getattr(self._local, "queue", None)
+        queue = self._local.queue
         if queue is None:
             return False
         with self._lock:
@@ -289,11 +303,10 @@ class ThreadedEngine(Engine):
             wait: First wait (without raising op failures) until every pushed op finished.
                 With False, ops not yet started are dropped and waiters get EngineError.
         """
-        in_op = getattr(self._local, "in_op", False)
+        in_op = self._local.in_op
         with self._lock:
             if wait and not in_op:
-                while self._num_pending and not self._stopped:
-                    self._idle.wait()
+                self._wait_idle()
             self._stopped = True
             for queue in self._queues.values():
                 queue.cond.notify_all()
@@ -310,6 +323,15 @@ class ThreadedEngine(Engine):
                     thread.join()
 
     # -- bookkeeping (every method below runs with self._lock held) ------------------------
+
+    def _wait_idle(self) -> None:
+        """Wait until no user op is unfinished or the engine stops (with the lock held)."""
+        self._idle_waiters += 1
+        try:
+            while self._num_pending and not self._stopped:
+                self._idle.wait()
+        finally:
+            self._idle_waiters -= 1
 
     def _submit(self, op: _Op) -> None:
         """Queue the requests of a new op; grant at once those nothing precedes."""
@@ -402,7 +424,7 @@ class ThreadedEngine(Engine):
         self._num_pending -= 1
         if self._push_waiters and self._num_pending < self._max_pending:
             self._not_full.notify()
-        if not self._num_pending:
+        if not self._num_pending and self._idle_waiters:
             self._idle.notify_all()
         if ready:
             self._schedule(ready)
@@ -423,7 +445,7 @@ class ThreadedEngine(Engine):
             raise EngineError(f"{what}: the engine was shut down")
 
     def _refuse_in_op(self, what: str) -> None:
-        if getattr(self._local, "in_op", False):
+        if self._local.in_op:
             raise EngineError(f"{what} called from inside a running engine op could wait on "
                               f"that op itself; declare the dependency with reads/writes")
 
@@ -452,24 +474,26 @@ class ThreadedEngine(Engine):
             if failure is _DEFERRED:
                 op = None  # its on_complete finishes it
 
-    def _run_inline(self) -> None:
+    def _run_inline(self, ops: list | None = None) -> None:
         """Start the INLINE ops that became ready, in this thread, outside the lock. Every
         thread that may ready ops calls this after releasing the lock, so none is left behind;
         a nested call (an inline op completing at once) leaves them to the outer loop."""
-        if not self._inline or getattr(self._local, "inlining", False):
-            return
+        if ops is None:
+            if not self._inline or self._local.inlining:
+                return
+            with self._lock:
+                ops, self._inline = self._inline, []
         self._local.inlining = True
         try:
-            while True:
+            while ops:
+                # The ops of one batch were ready together, so none waits for another: run
+                # them all, then record them and take the next batch under one lock.
+                outcomes = [(op, self._execute(op)) for op in ops]
                 with self._lock:
-                    ops, self._inline = self._inline, []
-                if not ops:
-                    return
-                for op in ops:
-                    failure = self._execute(op)
-                    if failure is not _DEFERRED:
-                        with self._lock:
+                    for op, failure in outcomes:
+                        if failure is not _DEFERRED:
                             self._complete(op, failure)
+                    ops, self._inline = self._inline, []
         finally:
             self._local.inlining = False
 

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from portable import autograd
+from portable.engine import get_engine
 from portable.dtypes import to_onnx
 from portable.errors import ShapeError
 from portable.ndarray.indexing import getitem, setitem
@@ -21,9 +22,28 @@ from portable.ops import registry
 from portable.ops.naming import generate, mxnet_attributes, place_keyword_inputs
 
 
+# (type, value, dtype, device, engine) -> the constant NDArray a Python scalar operand becomes: made
+# once, as a new array per ``x + 1`` cost a fifth of a tiny op. Kernels never write their
+# inputs, and the arrays never reach the user, so sharing them is safe.
+_scalars: dict[Any, NDArray] = {}
+_SCALAR_TYPES = (int, float, bool)
+
+
 def _as_input(value: Any, like: NDArray | None) -> Any:
     if value is None or isinstance(value, NDArray):
         return value
+    if like is not None and type(value) in _SCALAR_TYPES:
+        key = (type(value), value, like._data.dtype, like._device, get_engine())
+        cached = _scalars.get(key)
+        if cached is None:
+            if len(_scalars) >= 1024:  # (NaN never matches itself: keep the table bounded)
+                _scalars.clear()
+            cached = _scalars[key] = _as_array(value, like)
+        return cached
+    return _as_array(value, like)
+
+
+def _as_array(value: Any, like: NDArray | None) -> NDArray:
     host = np.asarray(value)
     if like is None:
         return array(host, dtype=host.dtype if host.dtype.kind != "f" else np.float32)

@@ -9,13 +9,16 @@ engine var, as MXNet's reshape does. While autograd records, each call is put on
 """
 from __future__ import annotations
 
+import math
+import threading
 from typing import Any, Sequence
 
 import numpy as np
 
 from portable import profiler, random, tape
-from portable.backend import KernelContext
+from portable.backend import KernelContext, bound_kernel
 from portable.engine import get_engine
+from portable.engine.base import INLINE, INLINE_ELEMENTS
 from portable.errors import BackendError, PortableError, ShapeError
 from portable.ir.graph import Node, TensorType
 from portable.ndarray.ndarray import NDArray, array
@@ -75,7 +78,7 @@ def infer_outputs(op_name: str, op: registry.OpDef, inputs: Sequence[Any],
         attr_key = _freeze_key(attrs) if attrs else ()
     key = None if attr_key is None else (
         op_name, attr_key, num_outputs,
-        tuple(None if x is None else (x._data.shape, x._data.dtype) for x in inputs))
+        tuple([None if x is None else (x._data.shape, x._data.dtype) for x in inputs]))
     if key is not None:
         hit = _infer_cache.get(key)
         if hit is not None:
@@ -106,10 +109,16 @@ def infer_outputs(op_name: str, op: registry.OpDef, inputs: Sequence[Any],
 
 
 def _common_device(op_name: str, inputs: Sequence[Any]):
-    first = next((x._device for x in inputs if x is not None), None)
-    if first is not None and all(x is None or x._device is first or x._device == first
-                                 for x in inputs):
-        return first
+    first = None
+    for x in inputs:  # a plain loop: this runs on every imperative op
+        if x is not None:
+            if first is None:
+                first = x._device
+            elif x._device is not first and x._device != first:
+                break
+    else:
+        if first is not None:
+            return first
     devices = {x.device for x in inputs if x is not None}
     if len(devices) > 1:
         raise BackendError(f"op {op_name}: inputs live on different devices "
@@ -142,6 +151,17 @@ def invoke(op_name: str, inputs: Sequence[Any], attrs: dict | None = None,
             output to allocate), one per output: ``out=(weight, mom)`` runs an optimizer
             update in place. A tuple returns that many outputs at least.
     """
+    if out is None:
+        attr_key = _freeze_key(attrs) if attrs else ()
+        if attr_key is not None:
+            key = (op_name, attr_key, num_outputs,
+                   tuple([None if x is None else (x._data.shape, x._data.dtype)
+                          for x in inputs]))
+            call = _calls.get(key)
+            if call is None:
+                call = _calls[key] = _plain_call(key, op_name, inputs, attrs or {}, num_outputs)
+            if call:
+                return _run_plain(call, op_name, inputs)
     op = registry.ops.get(op_name) or registry.get(op_name)
     attrs = attrs or {}
     extra: set[int] = set()  # outputs the caller did not ask for but the op must produce
@@ -197,6 +217,64 @@ def invoke(op_name: str, inputs: Sequence[Any], attrs: dict | None = None,
     return outputs[0] if count == 1 else tuple(outputs[:count])
 
 
+class _PlainCall:
+    """Everything an imperative call of one signature (op, attributes, input shapes and
+    dtypes) resolves to but its arrays, for the calls that need nothing else: no ``out=``, no
+    training mode, no view, a type rule that read no input value."""
+
+    __slots__ = ("op", "attrs", "count", "alloc", "declared", "inline", "types", "kernels")
+
+    def __init__(self, op, attrs, count, alloc, declared, inline, types) -> None:
+        self.op, self.attrs, self.count, self.alloc = op, attrs, count, alloc
+        self.declared, self.inline = declared, inline
+        self.types = types      # (input types, output types) for the kernel's plan-time part
+        self.kernels = {}       # backend -> its kernel, prepared for this signature
+
+    def kernel(self, op_name: str, backend) -> Any:
+        kernel = self.kernels.get(backend)
+        if kernel is None:
+            kernel = self.kernels[backend] = bound_kernel(
+                backend.kernel(op_name), backend, self.types[0], self.types[1], self.attrs)
+        return kernel
+
+
+# (op, attrs, num_outputs, input shapes and dtypes) -> _PlainCall, or False for calls that
+# take the general path
+_calls: dict[Any, Any] = {}
+
+
+def _plain_call(key: Any, op_name: str, inputs: Sequence[Any], attrs: dict,
+                num_outputs: int | None) -> Any:
+    """The _PlainCall of a new signature ``key`` (as ``infer_outputs`` keys its cache), or
+    False when the call needs the general path."""
+    op = registry.ops.get(op_name) or registry.get(op_name)
+    if (op.training_mode is not None or op.view or op.runtime_attrs or op.mutates
+            or len(_calls) >= 65536):
+        return False
+    out_types, resolved, default_count = infer_outputs(op_name, op, inputs, attrs, num_outputs)
+    if key not in _infer_cache:
+        return False  # the type rule read input values: every call infers again
+    count = num_outputs if num_outputs is not None else default_count
+    alloc = [None if (i >= len(out_types) or out_types[i] is None)
+             else (out_types[i].shape, out_types[i].dtype) for i in range(count)]
+    inline = op.fusion != "opaque" and all(
+        a is None or math.prod(a[0]) <= INLINE_ELEMENTS for a in alloc)
+    in_types = [None if x is None else TensorType(x.shape, x.dtype) for x in inputs]
+    return _PlainCall(op, resolved, count, alloc, len(out_types), inline, (in_types, out_types))
+
+
+def _run_plain(call: _PlainCall, op_name: str, inputs: Sequence[Any]) -> Any:
+    device = _common_device(op_name, inputs)
+    backend = device.backend
+    outputs = [None if a is None else NDArray(backend.empty(a[0], a[1]), device)
+               for a in call.alloc]
+    _push_kernel(op_name, call.op, backend, device, inputs, outputs, call.attrs, call.declared,
+                 inline=call.inline, kernel=call.kernel(op_name, backend))
+    if tape.is_recording():
+        tape.record_op(op_name, call.op, call.attrs, inputs, outputs)
+    return outputs[0] if call.count == 1 else tuple(outputs)
+
+
 def default_output_count(op: registry.OpDef, out_types: list) -> int:
     required = [o for o in op.outputs if not o.endswith(("?", "*"))]
     if any(o.endswith("*") for o in op.outputs):
@@ -206,8 +284,9 @@ def default_output_count(op: registry.OpDef, out_types: list) -> int:
     return len([t for t in out_types if t is not None]) or 1
 
 
-def _push_kernel(op_name, op, backend, device, inputs, outputs, attrs, declared_outputs):
-    kernel = backend.kernel(op_name)
+def _push_kernel(op_name, op, backend, device, inputs, outputs, attrs, declared_outputs,
+                 inline=None, kernel=None):
+    kernel = kernel or backend.kernel(op_name)
     in_data = [None if x is None else x._data for x in inputs]
     out_data = [None if o is None else o._data for o in outputs]
     out_data += [None] * max(0, declared_outputs - len(outputs))
@@ -221,15 +300,48 @@ def _push_kernel(op_name, op, backend, device, inputs, outputs, attrs, declared_
         node = _kernel_nodes[op_name] = Node(op_name, (), (), {}, name=op_name)
 
     def run() -> None:
-        ctx = KernelContext(backend.xp, random.generator(), backend, node)
+        free = _free_contexts(backend)
+        ctx = free.pop() if free else KernelContext(backend.xp, None, backend)
+        ctx.rng, ctx.node, ctx.workspace = random.generator(), node, {}
         started = profiler.op_started()
         kernel(ctx, in_data, out_data, attrs)
         if started:
             profiler.op_finished(op_name, started)
+        free.append(ctx)  # (not after a failure: a kernel may have kept it)
 
+    # A small elementwise or reduction op is cheaper to run than to hand to a worker: it runs
+    # in the thread that makes it ready (at once, here, when its inputs are), keeping the
+    # engine's order and deferred errors (the engine's INLINE device).
+    if inline if inline is not None else (op.fusion != "opaque" and _small(out_data)):
+        device = INLINE
     # An input that is also the output (out=x) is listed in both: an in-place update; the
     # engine removes duplicates.
     get_engine().push(run, reads=reads, writes=writes, device=device, name=op_name)
+
+
+class _Contexts(threading.local):
+    free = None  # backend -> idle kernel contexts of this thread (a class default: see below)
+
+
+_contexts = _Contexts()
+
+
+def _small(outputs: list) -> bool:
+    return all(a is None or a.size <= INLINE_ELEMENTS for a in outputs)
+
+
+def _free_contexts(backend) -> list:
+    """This thread's idle kernel contexts for ``backend``. Making a context per op cost more
+    than a tiny kernel; a context in use is taken off the list, so a kernel that invokes ops
+    (a custom op's forward) never shares its context with them. Each call gets an empty
+    workspace: no scratch outlives the call that took it."""
+    table = _contexts.free
+    if table is None:
+        table = _contexts.free = {}
+    free = table.get(backend)
+    if free is None:
+        free = table[backend] = []
+    return free
 
 
 def constant_like(value: Any, like: Any) -> Any:

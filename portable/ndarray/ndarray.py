@@ -18,6 +18,7 @@ import numpy as np
 
 from portable.device import Device, as_device
 from portable.engine import get_engine
+from portable.engine.base import INLINE, INLINE_ELEMENTS
 
 
 class NDArray:
@@ -206,7 +207,9 @@ def full(shape: Any, val: Any, device: "Device | str | None" = None, dtype: Any 
     def fill() -> None:
         data[...] = val
 
-    get_engine().push(fill, writes=[out._var], device=out.device, name="full")
+    small = data.size <= INLINE_ELEMENTS  # (run where it is pushed, as small ops are)
+    get_engine().push(fill, writes=[out._var], device=INLINE if small else out.device,
+                      name="full")
     return out
 
 
