@@ -9,9 +9,9 @@ cached on disk between runs).
 Layers, each importing only those above it in this list (``tests/test_layering.py`` keeps the
 import graph free of circles):
 
-- ``device``, ``program_cache``, ``runtime``, ``formats``, ``scalars``: one device, its queue,
-  compiled programs, the storage formats without a C type (bfloat16, float8...), and how dtypes
-  look in C;
+- ``device``, ``limits``, ``program_cache``, ``runtime``, ``formats``, ``scalars``: one device
+  (and the phone-GPU limits it can be held to), its queue, compiled programs, the storage
+  formats without a C type (bfloat16, float8...), and how dtypes look in C;
 - ``allocator``: ``CLArray``, a typed strided view of a buffer, with host copies;
 - ``codegen`` (the elementwise op and its C rendering), then ``optable`` (the table of ops);
 - ``families``, then ``elementwise``: launching elementwise work, and the copies built on it;
@@ -76,6 +76,7 @@ class OpenCLBackend(Backend):
                  fallback: bool = False) -> None:
         super().__init__(device, kernels)
         self.runtime = runtime
+        self._opened = runtime.device  # what ``limited`` imposes on (blocks do not compound)
         self.xp = arrayops.ArrayNamespace(runtime)
         self.alignment = runtime.device.alignment
         self.fallback = FallbackRecorder(self) if fallback else None
@@ -103,7 +104,7 @@ class OpenCLBackend(Backend):
             for out in outputs:
                 if out is not None:
                     runtime.touch(out)
-            with runtime.deferred():  # launches enqueue; the block's end waits once
+            with runtime.op_scope(op), runtime.deferred():  # one wait, at the block's end
                 # (a dynamic_outputs kernel returns the values it made: pass them on)
                 return fn(ctx, inputs, outputs, attrs)
         run.__name__ = getattr(fn, "__name__", op)
@@ -127,6 +128,32 @@ class OpenCLBackend(Backend):
         """Run a segment of kernels without a wait per kernel; one wait at the end."""
         with self.runtime.deferred():
             yield
+
+    @contextlib.contextmanager
+    def limited(self, limits: Any) -> Iterator["OpenCLBackend"]:
+        """Run, inside the block, as if the device had ``limits`` (a ``Limits`` or a
+        ``PORTABLE_OPENCL_LIMITS`` string; see ``device``): a fresh runtime on the same context
+        and queue, with its own programs, launch shapes and checks; the previous one returns
+        when the block ends. Arrays made inside stay valid after it. The limits apply to the
+        device as opened (a block inside another does not add the outer block's limits).
+
+        Example:
+            >>> with pt.opencl(0).backend.limited("phone"):     # doctest: +SKIP
+            ...     y = pt.nd.relu(x)                            # 256 work-items at most
+        """
+        from backends.opencl.device import impose_limits, parse_limits
+
+        if isinstance(limits, str):
+            limits = parse_limits(limits)
+        saved = self.runtime, self.xp, self._wrapped
+        self.runtime = Runtime(impose_limits(self._opened, limits))
+        self.xp = arrayops.ArrayNamespace(self.runtime)
+        self._wrapped = {}  # (the wrappers hold the runtime they launch on)
+        try:
+            yield self
+        finally:
+            self.runtime.finish()
+            self.runtime, self.xp, self._wrapped = saved
 
     # -- allocator -------------------------------------------------------------------------
     def dtype_problem(self, dtype: Any) -> str | None:
@@ -162,8 +189,10 @@ class OpenCLBackend(Backend):
         self.runtime.finish()
 
 
-def create_backend(device: Device, fallback: bool | None = None) -> OpenCLBackend:
-    """Open ``device`` (``portable.opencl(i)``).
+def create_backend(device: Device, fallback: bool | None = None,
+                   limits: Any = None) -> OpenCLBackend:
+    """Open ``device`` (``portable.opencl(i)``), under ``limits`` when given (a ``Limits`` or a
+    ``PORTABLE_OPENCL_LIMITS`` string; None reads that variable: see ``device``).
 
     Raises:
         MissingDependencyError: pyopencl is not installed.
@@ -175,7 +204,7 @@ def create_backend(device: Device, fallback: bool | None = None) -> OpenCLBacken
         raise MissingDependencyError(
             f"the OpenCL backend needs pyopencl ({exc}); install it with: "
             f"pip install 'portable[opencl]'") from exc
-    runtime = Runtime(CLDevice.open(device.device_id))
+    runtime = Runtime(CLDevice.open_limited(device.device_id, limits))
     if fallback is None:
         fallback = os.environ.get(ENV_FALLBACK, "0") not in ("", "0")
     return OpenCLBackend(device, runtime, kernels, fallback)

@@ -288,8 +288,10 @@ def empty(runtime: Any, shape: Sequence[int], dtype: Any) -> CLArray:
     dtype = np.dtype(dtype)
     ctype(dtype)  # unsupported dtypes fail here, naming the dtype
     if dtype.kind == "f" and dtype.itemsize == 8 and not runtime.device.fp64:
-        raise BackendError(f"float64 needs the cl_khr_fp64 extension, which "
-                           f"{runtime.device.name} lacks")
+        op = getattr(getattr(runtime, "limits", None), "op", None)
+        raise BackendError(("" if op is None else f"op {op}: ") + f"float64 needs the "
+                           f"cl_khr_fp64 extension, which {runtime.device.label} lacks: run "
+                           f"float64 work on the cpu device, or cast it to float32")
     shape = tuple(int(d) for d in shape)
     if any(d < 0 for d in shape):
         raise BackendError(f"negative dimension in shape {shape}")

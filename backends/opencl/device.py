@@ -7,6 +7,14 @@ of device indices or case-insensitive name fragments (matched against ``"platfor
 so ``PORTABLE_OPENCL_DEVICE=nvidia`` makes ``opencl(0)`` the first NVIDIA device and
 ``PORTABLE_OPENCL_DEVICE=2,0`` makes ``opencl(0)`` device 2 and ``opencl(1)`` device 0.
 
+Device limits: what passes on a desktop (or on PoCL, a CPU) must also run on a phone GPU
+(Adreno, Mali): work-groups of at most 256 work-items (often fewer), at most 32 KB of local
+memory, no float64. ``PORTABLE_OPENCL_LIMITS`` (or ``impose_limits``) makes the backend behave
+as if the device had such limits: a profile name from ``PROFILES`` (``phone``, ``phone-small``)
+and/or ``key=value`` items, e.g. ``PORTABLE_OPENCL_LIMITS=phone,wg=128``. The runtime then
+checks every built kernel and every launch against the caps (``runtime``), and refuses any
+float64 kernel, naming the op.
+
 Example:
     >>> from backends.opencl.device import list_devices  # doctest: +SKIP
     >>> [name for name, _ in list_devices()]              # doctest: +SKIP
@@ -14,6 +22,7 @@ Example:
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +30,76 @@ from typing import Any
 from portable.errors import BackendError
 
 ENV_DEVICE = "PORTABLE_OPENCL_DEVICE"
+ENV_LIMITS = "PORTABLE_OPENCL_LIMITS"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps a device is made to respect, tighter than what it reports (None: keep its own).
+
+    Attributes:
+        name: the profile's name, shown in errors and ``describe()``.
+        max_work_group: work-items per work-group, at most.
+        local_mem: bytes of ``__local`` memory a kernel may use, at most.
+        fp64: False refuses every float64 kernel and array (phone GPUs have no cl_khr_fp64).
+        gpu: True tunes as for a GPU (launch shapes, GEMM tiles) even on a CPU runtime, so the
+            GPU code paths run on PoCL.
+    """
+
+    name: str = "custom"
+    max_work_group: int | None = None
+    local_mem: int | None = None
+    fp64: bool | None = None
+    gpu: bool = False
+
+
+# Adreno 6xx/7xx and Mali-G7x: 256 work-items (Mali's 384 rounded down), 32 KB local memory.
+# phone-small: the tightest seen (older Mali, PowerVR): 64 work-items, 16 KB.
+PROFILES = {
+    "phone": Limits("phone", max_work_group=256, local_mem=32 << 10, fp64=False, gpu=True),
+    "phone-small": Limits("phone-small", max_work_group=64, local_mem=16 << 10, fp64=False,
+                          gpu=True),
+}
+_KEYS = {"wg": "max_work_group", "local": "local_mem", "fp64": "fp64", "gpu": "gpu"}
+
+
+def parse_limits(spec: str) -> Limits | None:
+    """Limits from a ``PORTABLE_OPENCL_LIMITS`` value: profile names and ``key=value`` items
+    (keys ``wg``, ``local`` in bytes or with a ``k`` suffix, ``fp64``, ``gpu``), comma-separated,
+    later items overriding earlier ones; ``""`` or ``"none"`` gives None.
+
+    Example:
+        >>> parse_limits("phone,wg=64").max_work_group
+        64
+    """
+    limits, named = None, []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part or part.lower() == "none":
+            continue
+        if "=" not in part:
+            if part.lower() not in PROFILES:
+                raise BackendError(f"{ENV_LIMITS}={spec!r}: unknown profile {part!r}; "
+                                   f"profiles: {', '.join(PROFILES)}")
+            limits = PROFILES[part.lower()]
+            named.append(part.lower())
+            continue
+        key, _, value = (s.strip().lower() for s in part.partition("="))
+        if key not in _KEYS:
+            raise BackendError(f"{ENV_LIMITS}={spec!r}: unknown key {key!r}; keys: "
+                               f"{', '.join(_KEYS)}")
+        try:
+            if key in ("fp64", "gpu"):
+                parsed: object = value in ("1", "true", "yes", "on")
+            else:
+                parsed = int(value[:-1]) << 10 if value.endswith("k") else int(value)
+        except ValueError:
+            raise BackendError(f"{ENV_LIMITS}={spec!r}: {key}={value!r} is not a number") \
+                from None
+        limits = dataclasses.replace(limits or Limits(), **{_KEYS[key]: parsed})
+        named.append(part)
+    if limits is None:
+        return None
+    return dataclasses.replace(limits, name=",".join(named))
 
 
 def _cl():
@@ -101,6 +180,9 @@ class CLDevice:
             (CL_DEVICE_MEM_BASE_ADDR_ALIGN is given in bits).
         fp64, fp16: whether double arithmetic / half arithmetic (cl_khr_fp16) is available;
             half *storage* (vload_half/vstore_half) is core OpenCL and always is.
+        max_work_group, local_mem: the most work-items per work-group and ``__local`` bytes
+            per kernel (capped by ``limits``).
+        limits: the Limits imposed on the device (``impose_limits``), or None.
     """
 
     name: str
@@ -115,6 +197,7 @@ class CLDevice:
     local_mem: int
     compute_units: int
     global_mem: int
+    limits: Limits | None = None
 
     @classmethod
     def open(cls, index: int) -> "CLDevice":
@@ -133,6 +216,17 @@ class CLDevice:
                    compute_units=int(device.max_compute_units),
                    global_mem=int(device.global_mem_size))
 
+    @classmethod
+    def open_limited(cls, index: int, limits: Limits | str | None = None) -> "CLDevice":
+        """Device ``index`` under ``limits`` (a Limits, a ``PORTABLE_OPENCL_LIMITS`` string, or
+        None: that environment variable's value)."""
+        if limits is None:
+            limits = os.environ.get(ENV_LIMITS, "")
+        if isinstance(limits, str):
+            limits = parse_limits(limits)
+        device = cls.open(index)
+        return device if limits is None else impose_limits(device, limits)
+
     @property
     def identity(self) -> str:
         """What a compiled binary depends on: platform, device and driver versions."""
@@ -142,5 +236,36 @@ class CLDevice:
 
     def describe(self) -> str:
         kinds = ["float32", "float16 storage"] + (["float64"] if self.fp64 else [])
+        limited = "" if self.limits is None else (
+            f", limits {self.limits.name}: work-groups <= {self.max_work_group}, "
+            f"local memory <= {self.local_mem >> 10} KB")
         return (f"{self.name} ({self.device.version.strip()}, {self.compute_units} compute "
-                f"units, {self.global_mem >> 20} MiB, {', '.join(kinds)})")
+                f"units, {self.global_mem >> 20} MiB, {', '.join(kinds)}{limited})")
+
+    @property
+    def label(self) -> str:
+        """The name errors give: with the limits profile when one is imposed."""
+        return self.name if self.limits is None else f"{self.name} (limits {self.limits.name})"
+
+
+def impose_limits(device: CLDevice, limits: Limits | None = None, *,
+                  max_work_group: int | None = None, local_mem: int | None = None,
+                  fp64: bool | None = None) -> CLDevice:
+    """A copy of ``device`` that behaves as if it had ``limits`` (and the keyword caps): each
+    cap is the smaller of the device's own and the imposed one. Apply it before the device's
+    ``Runtime`` is made (launch shapes and kernels are chosen from these values then).
+
+    Example:
+        >>> phone = impose_limits(CLDevice.open(0), PROFILES["phone"])   # doctest: +SKIP
+        >>> phone.fp64, phone.max_work_group <= 256                       # doctest: +SKIP
+        (False, True)
+    """
+    limits = dataclasses.replace(limits or Limits(), **{
+        k: v for k, v in (("max_work_group", max_work_group), ("local_mem", local_mem),
+                          ("fp64", fp64)) if v is not None})
+    return dataclasses.replace(
+        device, limits=limits,
+        max_work_group=min(device.max_work_group, limits.max_work_group or device.max_work_group),
+        local_mem=min(device.local_mem, limits.local_mem or device.local_mem),
+        fp64=device.fp64 and limits.fp64 is not False,
+        is_cpu=device.is_cpu and not limits.gpu)

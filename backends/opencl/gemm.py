@@ -186,8 +186,12 @@ def packed_strides(own: Sequence[int], batch_strides: Sequence[int], size: int) 
 
 
 def work_group(runtime) -> tuple[int, int, int]:
-    """The work-group shape of the 3-D GEMM-side kernels."""
-    return (4, 4, 1) if runtime.device.is_cpu else (8, 8, 1)
+    """The work-group shape of the 3-D GEMM-side kernels: 4 x 4 on CPUs, 8 x 8 on GPUs,
+    smaller where the device's work-groups are (``runtime.limits`` checks every launch)."""
+    side = 4 if runtime.device.is_cpu else 8
+    while side > 1 and side * side > runtime.device.max_work_group:
+        side //= 2
+    return side, side, 1
 
 
 def gemm(a: CLArray, b: CLArray, c: CLArray, alpha: float = 1.0, beta: float = 0.0) -> None:

@@ -18,7 +18,7 @@ import re
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from portable.errors import BackendError
 from portable.io.atomic import atomic_write_bytes
@@ -76,8 +76,12 @@ class ProgramCache:
         stats: counts of ``memory`` hits, ``disk`` hits and ``built`` programs.
     """
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: Any, vet: Callable[[str, str], None] | None = None,
+                 check: Callable[[Any, str], None] | None = None) -> None:
         self.device = device
+        # Hooks the runtime sets: ``vet(source, name)`` before a kernel is first built
+        # (refuses what the device cannot run), ``check(kernel, name)`` after (its resources).
+        self.vet, self.check = vet, check
         self._programs: dict[str, Any] = {}
         self._kernels: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
@@ -115,8 +119,12 @@ class ProgramCache:
         key = (self.key(source, options), name)
         kernel = self._kernels.get(key)
         if kernel is None:
+            if self.vet is not None:
+                self.vet(source, name)
             kernel = cl.Kernel(self.program(source, options), name)
             kernel.set_scalar_arg_dtypes(argument_dtypes(source, name))
+            if self.check is not None:
+                self.check(kernel, name)
             self._kernels[key] = kernel
         return kernel
 

@@ -10,6 +10,9 @@ the host keep the queue fed instead of idling between kernels.
 
 Launches hold a lock: setting a kernel's arguments and enqueueing it must not interleave with
 another engine worker thread using the same cl.Kernel object.
+
+Every kernel built and every launch is held to the device's caps (``limits``): work-group size,
+local memory, float64; errors name the op running (``op_scope``).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import numpy as np
 from portable.errors import BackendError
 
 from backends.opencl.device import CLDevice
+from backends.opencl.limits import KernelLimits
 from backends.opencl.program_cache import ProgramCache
 
 MAX_INDEX = 2**31 - 1  # kernels index with 32-bit ints
@@ -40,6 +44,7 @@ class Runtime:
             compiles a kernel once per work-group size.
         per_item: elements per work-item of flat elementwise kernels.
         lock: held while enqueueing (launches and host copies; see the module docstring).
+        limits: the checks of kernels and launches against the device's caps.
     """
 
     def __init__(self, device: CLDevice) -> None:
@@ -47,7 +52,8 @@ class Runtime:
 
         self.device = device
         self.queue = device.queue
-        self.programs = ProgramCache(device)
+        self.limits = KernelLimits(device)
+        self.programs = ProgramCache(device, vet=self.limits.vet, check=self.limits.check)
         self.pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(device.queue))
         self.lock = threading.RLock()
         self._local = threading.local()
@@ -155,6 +161,7 @@ class Runtime:
         """Enqueue ``kernel``; global sizes are rounded up to whole work-groups (kernels check
         their bounds)."""
         if local_size is not None:
+            local_size = self.limits.work_group(kernel, local_size)
             global_size = tuple(-(-g // l) * l for g, l in zip(global_size, local_size))
         if not all(global_size):
             return None
@@ -183,6 +190,16 @@ class Runtime:
             self._local.event = event
         else:
             event.wait()
+
+    @contextlib.contextmanager
+    def op_scope(self, op: str) -> Iterator[None]:
+        """Kernels built and launched inside run for ``op``: errors name it."""
+        outer = self.limits.op
+        self.limits.op = op
+        try:
+            yield
+        finally:
+            self.limits.op = outer
 
     # -- synchronisation -----------------------------------------------------------------------
     @property

@@ -7,6 +7,10 @@ by name, or run on the host through the explicit fallback when the user allows i
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from backends.opencl.elementwise import apply
 from backends.opencl.fallback import host_only_kernel
 from backends.opencl.gather import gather_axis
@@ -17,7 +21,19 @@ kernels, kernel = kernel_table()
 
 @kernel("ai.onnx.ml.Binarizer")
 def binarizer(ctx, inputs, outputs, attrs):
-    above = apply("Greater", inputs[0], float(attrs["threshold"]))
+    x, threshold = inputs[0], float(attrs["threshold"])
+    if x.dtype.kind in "iu":
+        # An integer x > t is x >= floor(t) + 1: exact in x's own type, where comparing in
+        # float would need float64 (absent on phone GPUs), and would still round |x| > 2**53.
+        info = np.iinfo(x.dtype)
+        bound = math.floor(threshold) + 1 if math.isfinite(threshold) else (
+            info.min if threshold < 0 else info.max + 1)  # (NaN: nothing is above it)
+        if bound > info.max:
+            above = apply("Greater", x, x.dtype.type(info.max))  # always false
+        else:
+            above = apply("GreaterOrEqual", x, x.dtype.type(max(bound, info.min)))
+    else:
+        above = apply("Greater", x, threshold)
     apply("Cast", above, out=outputs[0])
 
 

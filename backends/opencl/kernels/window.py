@@ -20,15 +20,29 @@ from portable.ops.conv import Geometry
 
 _RANK = 3
 
-# The prologue every window kernel starts with: names for the 16 geometry values.
-GEOMETRY = """
+
+
+def geometry(fixed: "Window | None" = None) -> str:
+    """The prologue of a window kernel: names for the 16 geometry values. With ``fixed``, the
+    kernel shape, strides and dilations are that window's constants instead (the argument
+    still travels): the compiler then unrolls the window loops and strength-reduces the
+    index arithmetic, at the cost of one program per window shape."""
+    if fixed is None:
+        k, s, d = ("g.s3", "g.s4", "g.s5"), ("g.s9", "g.sa", "g.sb"), ("g.sc", "g.sd", "g.se")
+    else:
+        k, s, d = fixed.kernel, fixed.strides, fixed.dilations
+    return f"""
   const int ID = g.s0, IH = g.s1, IW = g.s2;
-  const int KD = g.s3, KH = g.s4, KW = g.s5;
+  const int KD = {k[0]}, KH = {k[1]}, KW = {k[2]};
   const int OD = g.s6, OH = g.s7, OW = g.s8;
-  const int SD = g.s9, SH = g.sa, SW = g.sb;
-  const int DD = g.sc, DH = g.sd, DW = g.se;
+  const int SD = {s[0]}, SH = {s[1]}, SW = {s[2]};
+  const int DD = {d[0]}, DH = {d[1]}, DW = {d[2]};
   const int HD = hp.s0, HH = hp.s1, HW = hp.s2;
 """
+
+
+# The prologue every window kernel starts with: names for the 16 geometry values.
+GEOMETRY = geometry()
 
 
 # The spatial axes by their letter in the GEOMETRY names: input size I*, kernel K*, output O*,
