@@ -1,5 +1,6 @@
-"""Inference latency of the nine light model-zoo nets (onnx/backend/test/data/light): portable's
-CPU backend beside onnxruntime, measured in the same run; prints JSON.
+"""Inference latency of the nine light model-zoo nets (onnx/backend/test/data/light) and of six
+small PyTorch exports: portable's CPU backend beside onnxruntime, measured in the same run;
+prints JSON.
 
 Each runtime runs in its own worker process (two runtimes in one process slow each other down
 on a small machine), at 1 and 2 threads (BLAS threads for portable, ``intra_op_num_threads``
@@ -9,11 +10,18 @@ runtimes take turns, ``--repeats`` times (the order flips each repeat), and each
 median over repeats, so load on the machine affects both alike. For batch 8 the input's batch
 dim and the batch dim of the nets' flatten Reshape targets (stored as ``[1, ...]``) become 8.
 
+``--suite`` picks the models: ``light`` (the default) the nine nets above, ``small`` the six
+small models exported by PyTorch in ``tests/fixtures/torch_small`` (LeNet, MobileNetV2 at width
+0.25, a CIFAR ResNet-18, a 2-layer LSTM, a 2-layer transformer encoder, an MLP; see its
+``record.py``), ``all`` both. The small models have a symbolic batch dim; each is fed its
+recorded batch-1 input, repeated to the batch size. ``--models`` picks by name from any suite.
+
 The summary gives, per batch size and thread count, the geometric mean over the models of
 portable's latency divided by onnxruntime's, and the models with the largest ratio.
 
 Usage:
-    python benchmarks/inference_latency.py [--models squeezenet resnet50 ...] [--batches 1 8]
+    python benchmarks/inference_latency.py [--suite {light,small,all}]
+        [--models squeezenet resnet50 ...] [--batches 1 8]
         [--threads 1 2] [--repeats 2] [--min-iters 3] [--min-seconds 1.0] [--profile]
 
 ``--profile`` adds, per model (batch 1, one thread, in its own worker), the share of portable's
@@ -42,6 +50,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMALL = os.path.join(ROOT, "tests", "fixtures", "torch_small")
 sys.path.insert(0, ROOT)
 
 
@@ -77,6 +86,33 @@ def batched_model(path: str, batch: int) -> tuple:
     return model, info.name, x
 
 
+def small_models() -> dict[str, str]:
+    """The small suite: PyTorch exports recorded by ``tests/fixtures/torch_small/record.py``."""
+    return {name[:-len(".onnx")]: os.path.join(SMALL, name)
+            for name in sorted(os.listdir(SMALL)) if name.endswith(".onnx")}
+
+
+SUITES = {"light": (light_models,), "small": (small_models,),
+          "all": (light_models, small_models)}
+
+
+def suite_models(suite: str = "all") -> dict[str, str]:
+    """Model name -> path, for the suite (the names of the suites do not overlap)."""
+    return {name: path for find in SUITES[suite] for name, path in find().items()}
+
+
+def model_and_input(path: str, batch: int) -> tuple:
+    """``batched_model`` for a light net; a small-suite export has a symbolic batch dim, so it
+    is used as is, with its recorded batch-1 input repeated ``batch`` times."""
+    if os.path.dirname(path) != SMALL:
+        return batched_model(path, batch)
+    import numpy as np
+    import onnx
+
+    x = np.load(path[:-len(".onnx")] + "_input.npy", allow_pickle=False)
+    return onnx.load(path), "input", np.repeat(x, batch, axis=0)
+
+
 def _time(run, min_iters: int, min_seconds: float) -> tuple[float, int]:
     run()  # warm-up (plans, caches)
     times = []
@@ -91,10 +127,10 @@ def _time(run, min_iters: int, min_seconds: float) -> tuple[float, int]:
 def worker(runtime: str, threads: int, models: list[str], batches: list[int],
            min_iters: int, min_seconds: float) -> None:
     """Time each model in this process; one JSON line per (model, batch)."""
-    paths = light_models()
+    paths = suite_models()
     for name in models:
         for batch in batches:
-            model, input_name, x = batched_model(paths[name], batch)
+            model, input_name, x = model_and_input(paths[name], batch)
             if runtime == "portable":
                 from exporters.onnx import backend
 
@@ -263,30 +299,34 @@ def dynamic_case(args: argparse.Namespace) -> dict:
             "results": results}
 
 
-def profile(models: list[str]) -> dict:
+def profile(models: list[str], runs: int = 5) -> dict:
     """Share of portable's time per op type (batch 1): the compiled plan run one step at a
-    time (``CompiledGraph.execute(env, i, i + 1)``), each step timed."""
+    time (``CompiledGraph.execute(env, i, i + 1)``), each step timed ``runs`` times; a step
+    counts its median (on a shared machine one preempted step would otherwise stand out)."""
     from exporters.onnx import backend
 
-    paths = light_models()
+    paths = suite_models()
     result = {}
     for name in models:
-        model, input_name, x = batched_model(paths[name], 1)
+        model, input_name, x = model_and_input(paths[name], 1)
         rep = backend.prepare(model)
         rep.run({input_name: x})
         plan = rep.plan({input_name: x})
-        per_op: dict[str, float] = {}
-        for _ in range(3):
+        step_times: list[list[float]] = [[] for _ in plan.steps]
+        for _ in range(runs):
             env = plan.bind({input_name: x})
-            for index, step in enumerate(plan.steps):
+            for index in range(len(plan.steps)):
                 start = time.perf_counter()
                 plan.execute(env, index, index + 1)
-                op = step.node.op
-                per_op[op] = per_op.get(op, 0.0) + time.perf_counter() - start
+                step_times[index].append(time.perf_counter() - start)
+        per_op: dict[str, float] = {}
+        for step, times in zip(plan.steps, step_times):
+            per_op[step.node.op] = per_op.get(step.node.op, 0.0) + statistics.median(times)
         total = sum(per_op.values())
         result[name] = {op: round(t / total, 3) for op, t in
                         sorted(per_op.items(), key=lambda kv: -kv[1]) if t / total >= 0.01}
-        result[name]["ms_per_run"] = round(1e3 * total / 3, 2)
+        result[name]["ms_per_run"] = round(1e3 * total, 2)
+        result[name]["steps"] = len(plan.steps)  # (many short steps: per-step overhead counts)
     return result
 
 
@@ -312,6 +352,8 @@ def _spawn(runtime: str, threads: int, args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", choices=tuple(SUITES), default="light",
+                        help="the models timed when --models is not given")
     parser.add_argument("--models", nargs="+", default=None)
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
@@ -331,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
                                              "dynamic-portable", "dynamic-onnxruntime"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    args.models = args.models or list(light_models())
+    args.models = args.models or list(suite_models(args.suite))
     if args.worker == "profile":
         print(json.dumps(profile(args.models)))
         return 0
@@ -365,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         ours = statistics.median(by_runtime["portable"])
         theirs = statistics.median(by_runtime["onnxruntime"])
         rows.append({"model": model, "batch": batch, "threads": threads,
-                     "portable_ms": round(ours, 2), "onnxruntime_ms": round(theirs, 2),
+                     "portable_ms": round(ours, 3), "onnxruntime_ms": round(theirs, 3),
                      "ratio": round(ours / theirs, 3)})
     for batch in args.batches:
         for threads in args.threads:
@@ -380,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy
     import onnxruntime
 
-    report = {"benchmark": "inference_latency", "unit": "ms (median)",
+    report = {"benchmark": "inference_latency", "suite": args.suite, "unit": "ms (median)",
               "ratio": "portable / onnxruntime (lower is better)",
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "numpy": numpy.__version__, "onnxruntime": onnxruntime.__version__},
