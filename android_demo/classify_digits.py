@@ -34,6 +34,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 if importlib.util.find_spec("portable") is None:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(HERE.parent))
+# On a phone numba is absent; where it is installed, its compiled tier (about 70 MB) stays off
+# here too unless PORTABLE_JIT=1: this demo is about running in little memory.
+os.environ.setdefault("PORTABLE_JIT", "0")
 
 from portable.predict import peak_resident_bytes  # noqa: E402
 from portable.errors import PortableError, SerializationError  # noqa: E402

@@ -72,7 +72,8 @@ def _kernel_table(device_type: str) -> dict | None:
             module = importlib.import_module(f"{module_name}.kernels")
     except ImportError:
         return None
-    return getattr(module, "kernels", None)
+    table = getattr(module, "kernel_table", None)  # (the NumPy backend builds its table)
+    return table() if callable(table) else getattr(module, "kernels", None)
 
 
 def _opencl_cell(table: dict | None, name: str) -> str:

@@ -153,7 +153,14 @@ def _describe(name: str, array: Any) -> dict:
     return info
 
 
+# The compiled CPU tier (numba) holds about 70 MB once loaded, more than a small model's
+# whole plan: on-device prediction leaves it off unless PORTABLE_JIT=1 asks for it.
+LEAN_ENVIRONMENT = {"PORTABLE_JIT": "0"}
+
+
 def run(args: argparse.Namespace) -> int:
+    for key, value in LEAN_ENVIRONMENT.items():
+        os.environ.setdefault(key, value)
     from portable.errors import MemoryBudgetError
     from portable.predict import Predictor, peak_resident_bytes
     from portable.sizes import format_bytes

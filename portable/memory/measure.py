@@ -57,6 +57,9 @@ def measure(graph: Graph, feeds: Mapping[str, np.ndarray], *, device: Device | N
     device = device or cpu()
     if tracemalloc.is_tracing():
         raise RuntimeError("measure() needs tracemalloc, which is already tracing")
+    # Planned once untraced first: what the process pays once on first use (imports, compiled
+    # kernels loaded from their disk cache) is not this plan's memory.
+    CompiledGraph(graph, device, plan=strategy, keep=keep, state_updates=state_updates)
     gc.collect()
     tracemalloc.start()
     try:

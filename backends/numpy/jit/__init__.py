@@ -1,0 +1,93 @@
+"""The compiled CPU tier: numba loops for the kernels NumPy is structurally slow at.
+
+NumPy runs sliding windows as one strided op per kernel offset (pools) or as im2col plus a
+batch of tiny GEMMs (depthwise Conv); a compiled loop over each plane does the same work in
+one pass without copies. ``kernels`` maps op names to overrides of the xp kernel table; each
+override handles one narrow configuration (2-D, float32/float64, C-contiguous) and calls the
+xp kernel it replaces for everything else.
+
+numba is imported lazily: the overrides are stubs that import their module (and numba) when
+first prepared, so using the cpu device costs nothing until a pool or depthwise Conv runs.
+Should numba be installed yet fail to import, the stubs warn once and run the xp kernels.
+Loops are compiled once per dtype and cached on disk (``__pycache__`` beside the modules, or
+``NUMBA_CACHE_DIR``).
+
+Example:
+    >>> from backends.numpy import jit
+    >>> jit.available()            # doctest: +SKIP
+    True
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import warnings
+from typing import Callable
+
+from backends.xp.kernels import conv as xp_conv
+from backends.xp.kernels import rnn as xp_rnn
+from portable.backend import PreparedKernel, bound_kernel
+
+# op -> (module of this package that compiles it, the xp kernel it overrides)
+OVERRIDES: dict[str, tuple[str, Callable]] = {
+    "MaxPool": ("max_pool", xp_conv.max_pool),
+    "portable.MaxPoolGrad": ("max_pool", xp_conv.max_pool_grad),
+    "AveragePool": ("average_pool", xp_conv.average_pool),
+    "portable.AveragePoolGrad": ("average_pool", xp_conv.average_pool_grad),
+    "Conv": ("depthwise", xp_conv.conv),
+    "ConvTranspose": ("depthwise", xp_conv.conv_transpose),
+    "portable.ConvGradWeight": ("depthwise", xp_conv.conv_grad_weight),
+    "LSTM": ("recurrent", xp_rnn.kernels["LSTM"]),
+    "GRU": ("recurrent", xp_rnn.kernels["GRU"]),
+}
+
+_loaded: dict[str, Callable] = {}
+
+
+def available() -> bool:
+    """Whether numba is installed (it is not imported here)."""
+    return importlib.util.find_spec("numba") is not None
+
+
+def enabled() -> bool:
+    """Whether the NumPy backend should use the compiled tier: numba is installed and the
+    environment variable PORTABLE_JIT is not ``0``."""
+    return os.environ.get("PORTABLE_JIT", "1") != "0" and available()
+
+
+def _load(op: str) -> Callable:
+    """The compiled kernel of ``op``, importing its module on first use; the xp kernel (after
+    one warning) when numba cannot be imported."""
+    kernel = _loaded.get(op)
+    if kernel is None:
+        module, fallback = OVERRIDES[op]
+        try:
+            kernel = importlib.import_module(f"{__name__}.{module}").kernels[op]
+        except (ImportError, OSError) as exc:  # (llvmlite's library can fail to load too)
+            warnings.warn(f"the compiled CPU kernels are off: numba failed to import ({exc}); "
+                          f"{op} runs on the NumPy kernel", RuntimeWarning, stacklevel=3)
+            kernel = fallback
+        _loaded[op] = kernel
+    return kernel
+
+
+def _stub(op: str, fallback: Callable) -> PreparedKernel:
+    """The table entry of ``op``: at plan time it loads the compiled kernel (importing numba
+    on first use) and prepares it; at run time it calls what was prepared."""
+    def prepare(backend, input_types, output_types, attrs):
+        return bound_kernel(_load(op), backend, input_types, output_types, attrs)
+
+    def run(bound, ctx, inputs, outputs, attrs):
+        return bound(ctx, inputs, outputs, attrs)
+
+    run.__name__ = run.__qualname__ = getattr(fallback, "__name__", op)
+    run.__doc__ = f"Compiled {op} (backends.numpy.jit), else the xp kernel."
+    kernel = PreparedKernel(run, prepare)
+    if getattr(fallback, "workspace", None) is not None:
+        kernel.workspace = fallback.workspace
+    return kernel
+
+
+kernels: dict[str, Callable] = {op: _stub(op, fallback)
+                                for op, (_, fallback) in OVERRIDES.items()}

@@ -1,0 +1,169 @@
+"""Compiled AveragePool and portable.AveragePoolGrad, 2-D NCHW.
+
+Both walk kernel offsets (row, then column) and, for each, the rows and runs of windows that
+read that offset inside the input, so the inner loop is a strided add with no bounds test.
+The divisor of window (oh, ow) is the product of per-axis counts, as in the xp kernel: positions inside
+[-head, size + tail) when count_include_pad (the declared or auto_pad padding; the extra reach
+of ceil_mode never counts), else inside [0, size). A window with nothing to count divides by
+zero to NaN, as the xp kernel does.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from backends.numpy.jit.support import (JIT, contiguous, floats, override, parallel, span,
+                                        window_tuple)
+from backends.xp.kernels.conv import average_pool as xp_average_pool
+from backends.xp.kernels.conv import average_pool_grad as xp_average_pool_grad
+from portable.ops.conv import pool_geometry
+
+
+@numba.njit(**JIT)
+def _counts(out, kernel, stride, dilation, head, low, high):
+    """How many positions of each window along one axis lie inside [low, high)."""
+    count = np.zeros(out, np.int64)
+    for o in range(out):
+        for j in range(kernel):
+            pos = o * stride - head + j * dilation
+            if low <= pos < high:
+                count[o] += 1
+    return count
+
+
+@numba.njit(**JIT)
+def _divisors(rows, cols, size, tail, include_pad, g):
+    """(rows, cols) float64 divisors of every window."""
+    kh, kw, sh, sw, dh, dw, ph, pw = g
+    if include_pad:
+        down = _counts(rows, kh, sh, dh, ph, -ph, size[0] + tail[0])
+        across = _counts(cols, kw, sw, dw, pw, -pw, size[1] + tail[1])
+    else:
+        down = _counts(rows, kh, sh, dh, ph, 0, size[0])
+        across = _counts(cols, kw, sw, dw, pw, 0, size[1])
+    divisor = np.empty((rows, cols), np.float64)
+    for oh in range(rows):
+        for ow in range(cols):
+            divisor[oh, ow] = down[oh] * across[ow]
+    return divisor
+
+
+@numba.njit(**JIT)
+def _sum_plane(x, y, divisor, g):
+    kh, kw, sh, sw, dh, dw, ph, pw = g
+    height, width = x.shape
+    rows, cols = y.shape
+    y[:, :] = 0
+    for jh in range(kh):
+        top = jh * dh - ph
+        oh_lo, oh_hi = span(top, sh, rows, height)
+        for jw in range(kw):
+            start = jw * dw - pw
+            lo, hi = span(start, sw, cols, width)
+            for oh in range(oh_lo, oh_hi):
+                out, row = y[oh], x[np.uint64(oh * sh + top)]
+                for ow in range(lo, hi):
+                    out[np.uint64(ow)] += row[np.uint64(ow * sw + start)]
+    y /= divisor
+
+
+@numba.njit(**JIT)
+def average_pool_serial(x, y, tail, include_pad, g):
+    divisor = _divisors(y.shape[1], y.shape[2], x.shape[1:], tail, include_pad, g)
+    for p in range(x.shape[0]):
+        _sum_plane(x[p], y[p], divisor, g)
+
+
+@numba.njit(parallel=True, **JIT)
+def average_pool_parallel(x, y, tail, include_pad, g):
+    divisor = _divisors(y.shape[1], y.shape[2], x.shape[1:], tail, include_pad, g)
+    for p in numba.prange(x.shape[0]):
+        _sum_plane(x[p], y[p], divisor, g)
+
+
+@numba.njit(**JIT)
+def _spread_plane(dy, dx, divisor, g):
+    kh, kw, sh, sw, dh, dw, ph, pw = g
+    height, width = dx.shape
+    rows, cols = dy.shape
+    share = dy / divisor
+    dx[:, :] = 0
+    for jh in range(kh):
+        top = jh * dh - ph
+        oh_lo, oh_hi = span(top, sh, rows, height)
+        for jw in range(kw):
+            start = jw * dw - pw
+            lo, hi = span(start, sw, cols, width)
+            for oh in range(oh_lo, oh_hi):
+                part, row = share[oh], dx[np.uint64(oh * sh + top)]
+                for ow in range(lo, hi):
+                    row[np.uint64(ow * sw + start)] += part[np.uint64(ow)]
+
+
+@numba.njit(**JIT)
+def average_pool_grad_serial(dy, dx, tail, include_pad, g):
+    divisor = _divisors(dy.shape[1], dy.shape[2], dx.shape[1:], tail, include_pad, g)
+    for p in range(dx.shape[0]):
+        _spread_plane(dy[p], dx[p], divisor, g)
+
+
+@numba.njit(parallel=True, **JIT)
+def average_pool_grad_parallel(dy, dx, tail, include_pad, g):
+    divisor = _divisors(dy.shape[1], dy.shape[2], dx.shape[1:], tail, include_pad, g)
+    for p in numba.prange(dx.shape[0]):
+        _spread_plane(dy[p], dx[p], divisor, g)
+
+
+def _planes(a):
+    return a.reshape((-1,) + a.shape[2:])
+
+
+def _prepare(x, y, attrs):
+    """(loop, geometry, declared tail, count_include_pad) of a pool from x to y (types), or
+    None; the gradient's loop is picked by the caller from the same work estimate."""
+    if not floats(x, y):
+        return None
+    geom = pool_geometry(x.shape[2:], attrs)
+    planes = y.shape[0] * y.shape[1]
+    fast = parallel(planes, planes * geom.out[0] * geom.out[1] * geom.kernel[0] * geom.kernel[1])
+    return fast, window_tuple(geom), geom.tail, bool(attrs["count_include_pad"])
+
+
+def _prepare_average_pool(input_types, output_types, attrs):
+    state = _prepare(input_types[0], output_types[0], attrs)
+    if state is None:
+        return None
+    fast, *rest = state
+    return (average_pool_parallel if fast else average_pool_serial, *rest)
+
+
+@override(xp_average_pool, _prepare_average_pool)
+def average_pool(state, ctx, inputs, outputs, attrs) -> bool:
+    x, y = inputs[0], outputs[0]
+    if not contiguous(x, y):
+        return False
+    run, g, tail, include_pad = state
+    run(_planes(x), _planes(y), tail, include_pad, g)
+    return True
+
+
+def _prepare_average_pool_grad(input_types, output_types, attrs):
+    # (X, input 1, is ignored: dX's type says where the windows lie)
+    state = _prepare(output_types[0], input_types[0], attrs)
+    if state is None:
+        return None
+    fast, *rest = state
+    return (average_pool_grad_parallel if fast else average_pool_grad_serial, *rest)
+
+
+@override(xp_average_pool_grad, _prepare_average_pool_grad)
+def average_pool_grad(state, ctx, inputs, outputs, attrs) -> bool:
+    dy, dx = inputs[0], outputs[0]
+    if not contiguous(dy, dx):
+        return False
+    run, g, tail, include_pad = state
+    run(_planes(dy), _planes(dx), tail, include_pad, g)
+    return True
+
+
+kernels = {"AveragePool": average_pool, "portable.AveragePoolGrad": average_pool_grad}

@@ -1,0 +1,206 @@
+"""Compiled MaxPool (with and without Indices) and portable.MaxPoolGrad, 2-D NCHW.
+
+Arrays are seen as planes (N * C, H, W). Each plane is built by walking the kernel offsets in
+row-major order and, for each, the rows and runs of windows that read it inside the input: no
+per-element bounds test, nothing padded or copied (the xp kernel copies every window out,
+im2col, for the argmax that Indices and the gradient need).
+
+Indices and the gradient need each window's *first* maximum: beside each running maximum the
+loop keeps its position, taken over only by a strictly greater element, exactly as the xp
+kernel's argmax over the padded windows: padding reads as -inf with index -1, a NaN wins over
+numbers and the first NaN stays. So even a window whose maximum is -inf (or that lies in the
+padding) gets the same index there.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from backends.numpy.jit.support import (JIT, contiguous, floats, override, parallel, span,
+                                        window_tuple)
+from backends.xp.kernels.conv import max_pool as xp_max_pool
+from backends.xp.kernels.conv import max_pool_grad as xp_max_pool_grad
+from portable.ops.conv import pool_geometry
+
+
+@numba.njit(**JIT)
+def _max_plane(x, y, g):
+    kh, kw, sh, sw, dh, dw, ph, pw = g
+    height, width = x.shape
+    rows, cols = y.shape
+    y[:, :] = -np.inf  # a window wholly in the padding, as the xp kernel leaves it
+    for jh in range(kh):
+        top = jh * dh - ph
+        oh_lo, oh_hi = span(top, sh, rows, height)
+        for jw in range(kw):
+            start = jw * dw - pw
+            lo, hi = span(start, sw, cols, width)
+            for oh in range(oh_lo, oh_hi):
+                out, row = y[oh], x[np.uint64(oh * sh + top)]
+                for ow in range(lo, hi):
+                    v = row[np.uint64(ow * sw + start)]
+                    best = out[np.uint64(ow)]
+                    # NaN propagates, as np.maximum does in the xp kernel; a select, not a
+                    # branch: the branchy form runs 7x slower
+                    out[np.uint64(ow)] = v if (v > best) | (v != v) else best
+
+
+@numba.njit(**JIT)
+def max_pool_serial(x, y, g):
+    for p in range(x.shape[0]):
+        _max_plane(x[p], y[p], g)
+
+
+@numba.njit(parallel=True, **JIT)
+def max_pool_parallel(x, y, g):
+    for p in numba.prange(x.shape[0]):
+        _max_plane(x[p], y[p], g)
+
+
+@numba.njit(**JIT)
+def _argmax_plane(x, best, at, g):
+    """Each window's first maximum into ``best`` and its flat position (row * width +
+    column) into ``at``, -1 when it is padding.
+
+    Offsets are visited in row-major kernel order and a later element wins only when
+    strictly greater (or the first NaN), so each window keeps its first maximum. Padding
+    reads as -inf: it can only be a window's answer as the window's first element, so
+    windows start as padding (-inf, -1) and the first offset, where inside, is taken
+    unconditionally."""
+    kh, kw, sh, sw, dh, dw, ph, pw = g
+    height, width = x.shape
+    rows, cols = best.shape
+    best[:, :] = -np.inf
+    at[:, :] = -1
+    for jh in range(kh):
+        top = jh * dh - ph
+        oh_lo, oh_hi = span(top, sh, rows, height)
+        for jw in range(kw):
+            start = jw * dw - pw
+            lo, hi = span(start, sw, cols, width)
+            first = jh == 0 and jw == 0
+            for oh in range(oh_lo, oh_hi):
+                ih = oh * sh + top
+                row, most, where = x[np.uint64(ih)], best[oh], at[oh]
+                for ow in range(lo, hi):
+                    iw = ow * sw + start
+                    v = row[np.uint64(iw)]
+                    now = most[np.uint64(ow)]
+                    take = first | (v > now) | ((v != v) & (now == now))
+                    most[np.uint64(ow)] = v if take else now
+                    where[np.uint64(ow)] = ih * width + iw if take else where[np.uint64(ow)]
+
+
+@numba.njit(**JIT)
+def _indices_plane(x, y, index, base, column_major, g):
+    height, width = x.shape
+    _argmax_plane(x, y, index, g)
+    for oh in range(y.shape[0]):
+        for ow in range(y.shape[1]):
+            at = index[oh, ow]
+            if at < 0:
+                continue
+            if column_major:
+                at = (at % width) * height + at // width
+            index[oh, ow] = base + at
+
+
+@numba.njit(**JIT)
+def max_pool_indices_serial(x, y, index, column_major, g):
+    plane = x.shape[1] * x.shape[2]
+    for p in range(x.shape[0]):
+        _indices_plane(x[p], y[p], index[p], p * plane, column_major, g)
+
+
+@numba.njit(parallel=True, **JIT)
+def max_pool_indices_parallel(x, y, index, column_major, g):
+    plane = x.shape[1] * x.shape[2]
+    for p in numba.prange(x.shape[0]):
+        _indices_plane(x[p], y[p], index[p], p * plane, column_major, g)
+
+
+@numba.njit(**JIT)
+def _grad_plane(dy, x, dx, g):
+    """dx, a flat (height * width) plane, gets each window's dy at its first maximum."""
+    best = np.empty(dy.shape, x.dtype)
+    at = np.empty(dy.shape, np.int64)
+    _argmax_plane(x, best, at, g)
+    dx[:] = 0
+    for oh in range(dy.shape[0]):
+        for ow in range(dy.shape[1]):
+            if at[oh, ow] >= 0:
+                dx[np.uint64(at[oh, ow])] += dy[oh, ow]
+
+
+@numba.njit(**JIT)
+def max_pool_grad_serial(dy, x, dx, g):
+    for p in range(x.shape[0]):
+        _grad_plane(dy[p], x[p], dx[p], g)
+
+
+@numba.njit(parallel=True, **JIT)
+def max_pool_grad_parallel(dy, x, dx, g):
+    for p in numba.prange(x.shape[0]):
+        _grad_plane(dy[p], x[p], dx[p], g)
+
+
+def _planes(a):
+    return a.reshape((-1,) + a.shape[2:])
+
+
+def _work(y, geom) -> tuple[int, int]:
+    """(planes, compares) of a pool with output type ``y``."""
+    planes = y.shape[0] * y.shape[1]
+    return planes, planes * geom.out[0] * geom.out[1] * geom.kernel[0] * geom.kernel[1]
+
+
+def _prepare_max_pool(input_types, output_types, attrs):
+    x, y = input_types[0], output_types[0]
+    index = output_types[1] if len(output_types) > 1 else None
+    if not floats(x, y) or (index is not None and (
+            index.dtype != np.int64 or index.shape != y.shape)):
+        return None
+    geom = pool_geometry(x.shape[2:], attrs)
+    fast = parallel(*_work(y, geom))
+    if index is None:
+        return (max_pool_parallel if fast else max_pool_serial), window_tuple(geom)
+    run = max_pool_indices_parallel if fast else max_pool_indices_serial
+    return run, window_tuple(geom), bool(attrs["storage_order"])
+
+
+@override(xp_max_pool, _prepare_max_pool)
+def max_pool(state, ctx, inputs, outputs, attrs) -> bool:
+    x, y = inputs[0], outputs[0]
+    index = outputs[1] if len(outputs) > 1 else None
+    if not contiguous(x, y, index):
+        return False
+    if index is None:
+        run, g = state
+        run(_planes(x), _planes(y), g)
+    else:
+        run, g, column_major = state
+        run(_planes(x), _planes(y), _planes(index), column_major, g)
+    return True
+
+
+def _prepare_max_pool_grad(input_types, output_types, attrs):
+    dy, x, dx = input_types[0], input_types[1], output_types[0]
+    if not floats(dy, x, dx):
+        return None
+    geom = pool_geometry(x.shape[2:], attrs)
+    fast = parallel(*_work(dy, geom))
+    return (max_pool_grad_parallel if fast else max_pool_grad_serial), window_tuple(geom)
+
+
+@override(xp_max_pool_grad, _prepare_max_pool_grad)
+def max_pool_grad(state, ctx, inputs, outputs, attrs) -> bool:
+    dy, x = inputs
+    dx = outputs[0]
+    if not contiguous(dy, x, dx):
+        return False
+    run, g = state
+    run(_planes(dy), _planes(x), dx.reshape(dx.shape[0] * dx.shape[1], -1), g)
+    return True
+
+
+kernels = {"MaxPool": max_pool, "portable.MaxPoolGrad": max_pool_grad}

@@ -1,0 +1,150 @@
+"""What every compiled kernel shares: which calls it takes, how it hands the others back to the
+xp kernel it replaces, the window spans its loops walk, and when it runs in parallel.
+
+A compiled kernel is a PreparedKernel (DESIGN.md section 8). Its plan-time ``prepare`` looks at
+the types and attributes: for the one narrow configuration it supports (2-D windows,
+float32/float64) it fixes the geometry and the loop to call; for anything else it prepares
+the xp kernel instead, so the results of other configurations never change. Its run-time part
+only checks that the arrays are C-contiguous (the planner's buffers are; a caller's view may
+not be, and then the xp kernel runs) and calls the loop. Geometry always comes from
+``portable.ops.conv`` (``pool_geometry``, ``window_geometry``, ``transpose_geometry``): the
+loops only read it.
+
+The loops index with ``np.uint64`` where an index is known to be inside the array: numba
+then skips its negative-index wraparound, which otherwise keeps LLVM from vectorising the
+inner loops (2-3x slower).
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Callable
+
+import numba
+import numpy as np
+
+from portable.backend import PreparedKernel, bound_kernel
+from portable.ops.conv import Geometry
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+# Multiply-adds (or compares) below which one thread runs the planes: about 2-4 ms of serial
+# work. Measured on 2 shared cores (load ~3): a parallel launch then cost 12-16 ms waiting for
+# both threads to be scheduled, and first paid off at about 2^23 elements (a 256x112x112
+# pool); on an idle many-core machine it pays off far sooner, but the serial loops already
+# run the model-zoo layers in a few milliseconds or less, and the threaded engine may run
+# other kernels beside this one.
+PARALLEL_WORK = 1 << 22
+
+# Options of every compiled loop: cached on disk (compiled once per dtype per machine), and
+# NumPy's error model so that a window with nothing to average divides 0 by 0 to NaN (as the
+# xp kernel does) instead of raising ZeroDivisionError.
+JIT = dict(cache=True, nogil=True, error_model="numpy")
+
+
+def floats(*types) -> bool:
+    """Whether the tensor types (None entries skipped) are static, 4-D and of one float
+    dtype: what the compiled loops are written for."""
+    present = [t for t in types if t is not None]
+    return (bool(present) and present[0].dtype in FLOATS
+            and all(t.dtype == present[0].dtype and len(t.shape) == 4 and t.is_static
+                    for t in present))
+
+
+def contiguous(*arrays) -> bool:
+    """Whether the arrays (None entries skipped) are C-contiguous NumPy arrays, the only
+    layout the loops index."""
+    return all(a is None or (isinstance(a, np.ndarray) and a.flags.c_contiguous)
+               for a in arrays)
+
+
+def window_tuple(geom: Geometry) -> tuple[int, ...]:
+    """(kh, kw, sh, sw, dh, dw, head_h, head_w): the 2-D geometry as the loops take it."""
+    return (*geom.kernel, *geom.strides, *geom.dilations, *geom.head)
+
+
+def parallel(planes: int, work: int) -> bool:
+    """Run over planes in parallel when there are several, the work pays for the launch and
+    numba's threading layer is thread-safe: the threaded engine may launch two kernels at
+    once, which the fallback ``workqueue`` layer answers by aborting the process."""
+    return (planes > 1 and work >= PARALLEL_WORK and numba.config.NUMBA_NUM_THREADS > 1
+            and _threadsafe_layer())
+
+
+@functools.cache
+def _threadsafe_layer() -> bool:
+    """Whether numba will pick TBB or OpenMP (it prefers them, in that order, to workqueue)."""
+    if numba.config.THREADING_LAYER not in ("default", "safe", "threadsafe", "tbb", "omp"):
+        return False
+    for layer in ("tbbpool", "omppool"):
+        try:
+            importlib.import_module(f"numba.np.ufunc.{layer}")
+            return True
+        except ImportError:
+            continue
+    return False
+
+
+def override(fallback: Callable, prepare: Callable) -> Callable:
+    """Decorator making a compiled kernel of ``run(state, ctx, inputs, outputs, attrs)``.
+
+    ``prepare(input_types, output_types, attrs)`` returns the state the loop needs, or None
+    when the configuration is not one the loop supports; then the xp kernel ``fallback`` is
+    prepared in its place (its own plan-time state, e.g. Conv's Winograd choice) and runs.
+    ``run`` returns False when the arrays it is given do not suit the loop (a strided view):
+    the xp kernel runs those calls. A ``workspace`` rule of the fallback carries over, so the
+    planner still reserves the scratch the xp kernel takes.
+    """
+    def wrap(run: Callable) -> PreparedKernel:
+        def plan(backend, input_types, output_types, attrs):
+            state = prepare(input_types, output_types, attrs)
+            if state is None:
+                return None, bound_kernel(fallback, backend, input_types, output_types, attrs)
+            _warm(run, state, backend, input_types, output_types, attrs)
+            return state, None
+
+        def call(planned, ctx, inputs, outputs, attrs):
+            state, other = planned
+            if other is not None:
+                return other(ctx, inputs, outputs, attrs)
+            if not run(state, ctx, inputs, outputs, attrs):
+                return fallback(ctx, inputs, outputs, attrs)
+            return None
+
+        functools.update_wrapper(call, run)
+        kernel = PreparedKernel(call, plan)
+        if getattr(fallback, "workspace", None) is not None:
+            kernel.workspace = fallback.workspace
+        kernel.fallback, kernel.compiled_prepare, kernel.compiled_run = fallback, prepare, run
+        return kernel
+    return wrap
+
+
+_warmed: set = set()
+
+
+def _warm(run: Callable, state, backend, input_types, output_types, attrs) -> None:
+    """Run a loop once on zeros of the step's types, while planning. numba compiles a loop (or
+    loads it from its disk cache) on its first call: that time, and the Python memory it
+    takes, belong to planning, not to the first run, whose peak memory the planner predicts.
+    Once per loop, types and shapes per process."""
+    key = (run, tuple(None if t is None else (t.shape, t.dtype)
+                      for t in list(input_types) + list(output_types)))
+    if key in _warmed:
+        return
+    from portable.backend import KernelContext
+
+    zeros = [None if t is None else np.zeros(t.shape, t.dtype) for t in input_types]
+    outputs = [None if t is None else np.zeros(t.shape, t.dtype) for t in output_types]
+    run(state, KernelContext(np, np.random.default_rng(0), backend), zeros, outputs, attrs)
+    _warmed.add(key)
+
+
+@numba.njit(inline="always", **JIT)
+def span(start: int, step: int, count: int, size: int) -> tuple[int, int]:
+    """The range [lo, hi) of window indices o < count whose element o * step + start lies
+    inside [0, size): the windows that read a given kernel offset inside the array."""
+    lo = 0 if start >= 0 else (step - 1 - start) // step
+    last = size - 1 - start
+    hi = 0 if last < 0 else min(count, last // step + 1)
+    return lo, max(lo, hi)

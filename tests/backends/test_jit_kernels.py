@@ -1,0 +1,438 @@
+"""The compiled CPU tier (backends/numpy/jit): each override against a float64 direct loop
+written window by window and against the xp kernel it replaces, over many random
+configurations; the configurations it does not take fall back to the xp kernel unchanged; and
+the op table's cases of the overridden ops still check the xp kernels."""
+from __future__ import annotations
+
+import importlib
+import itertools
+
+import numpy as np
+import pytest
+
+import portable as pt
+import tests.ops.test_op_table as op_table
+from backends.numpy import create_backend, jit, kernel_table
+from backends.xp.kernels import kernels as xp_kernels
+from portable.backend import KernelContext, array_types
+from portable.ops import registry
+from portable.ops.conv import output_padding, pool_geometry, window_geometry
+from tests.ops.cases_conv import (average_pool_grad_reference, conv_grad_weight_reference,
+                                  conv_transpose_reference, max_pool_grad_reference)
+
+needs_numba = pytest.mark.skipif(not jit.available(),
+                                 reason="numba is not installed (pip install 'portable[jit]')")
+pytestmark = needs_numba
+
+FLOATS = (np.float32, np.float64)
+
+
+def _ctx():
+    return KernelContext(xp=np, rng=np.random.default_rng(0), backend=pt.cpu().backend)
+
+
+def _attrs(op: str, **given) -> dict:
+    """The attributes a kernel receives: the op's defaults with ``given`` on top."""
+    return {key: given.get(key, spec.default) for key, spec in registry.get(op).attrs.items()}
+
+
+def _compiled(op: str):
+    """The compiled kernel itself, without its fallback: a callable that returns whether its
+    loop took the call (its plan-time check and its run-time one)."""
+    module = jit.OVERRIDES[op][0]
+    kernel = importlib.import_module(f"backends.numpy.jit.{module}").kernels[op]
+
+    def call(ctx, inputs, outputs, attrs):
+        state = kernel.compiled_prepare(array_types(inputs), array_types(outputs), attrs)
+        return state is not None and kernel.compiled_run(state, ctx, inputs, outputs, attrs)
+    return call
+
+
+def _run(op: str, kernel, inputs, shapes, dtypes, attrs):
+    outputs = [np.full(s, -7, d) for s, d in zip(shapes, dtypes)]  # stale data must not leak
+    kernel(_ctx(), inputs, outputs, attrs)
+    return outputs
+
+
+def _both(op, inputs, shapes, dtypes, attrs):
+    """(compiled outputs, xp outputs), after checking the compiled loop took the call and
+    that the backend's table entry (prepared, then run) gives the same outputs."""
+    outputs = [np.full(s, -7, d) for s, d in zip(shapes, dtypes)]
+    assert _compiled(op)(_ctx(), inputs, outputs, attrs), f"{op} fell back for {attrs}"
+    for got, want in zip(_run(op, jit.kernels[op], inputs, shapes, dtypes, attrs), outputs):
+        np.testing.assert_array_equal(got, want)
+    return outputs, _run(op, xp_kernels[op], inputs, shapes, dtypes, attrs)
+
+
+def _tol(dtype):
+    return dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+
+
+# -- float64 direct loops, one window at a time -----------------------------------------------
+
+
+def _positions(o, geom, axis):
+    return (o * geom.strides[axis] - geom.head[axis]
+            + np.arange(geom.kernel[axis]) * geom.dilations[axis])
+
+
+def _windows(x, geom):
+    """(oh, ow, rows, cols): every window's input positions along each axis."""
+    for oh, ow in itertools.product(range(geom.out[0]), range(geom.out[1])):
+        yield oh, ow, _positions(oh, geom, 0), _positions(ow, geom, 1)
+
+
+def max_pool_reference(x, geom, column_major):
+    """Y and Indices: each window as a (N, C, kh * kw) row-major array with -inf padding;
+    np.argmax gives its first maximum, padding's index is -1."""
+    n, c, height, width = x.shape
+    y = np.empty((n, c) + geom.out, np.float64)
+    index = np.empty(y.shape, np.int64)
+    base = np.arange(n * c).reshape(n, c) * height * width
+    for oh, ow, rows, cols in _windows(x, geom):
+        inside = ((rows >= 0) & (rows < height))[:, None] & ((cols >= 0) & (cols < width))
+        window = np.full((n, c) + inside.shape, -np.inf)
+        for jh, jw in zip(*np.nonzero(inside)):
+            window[:, :, jh, jw] = x[:, :, rows[jh], cols[jw]]
+        arg = np.argmax(window.reshape(n, c, -1), axis=-1)
+        y[:, :, oh, ow] = np.take_along_axis(window.reshape(n, c, -1), arg[..., None], -1)[..., 0]
+        jh, jw = np.divmod(arg, geom.kernel[1])
+        flat = cols[jw] * height + rows[jh] if column_major else rows[jh] * width + cols[jw]
+        index[:, :, oh, ow] = np.where(inside[jh, jw], base + flat, -1)
+    return y, index
+
+
+def average_pool_reference(x, geom, include_pad):
+    n, c, height, width = x.shape
+    y = np.empty((n, c) + geom.out, np.float64)
+    for oh, ow, rows, cols in _windows(x, geom):
+        total = np.zeros((n, c))
+        for h, w in itertools.product(rows, cols):
+            if 0 <= h < height and 0 <= w < width:
+                total += x[:, :, h, w]
+        if include_pad:  # declared padding counts, ceil_mode's extra reach does not
+            count = (((rows >= -geom.head[0]) & (rows < height + geom.tail[0])).sum()
+                     * ((cols >= -geom.head[1]) & (cols < width + geom.tail[1])).sum())
+        else:
+            count = (((rows >= 0) & (rows < height)).sum() * ((cols >= 0) & (cols < width)).sum())
+        y[:, :, oh, ow] = total / count
+    return y
+
+
+def depthwise_reference(x, w, b, geom):
+    n, c, height, width = x.shape
+    m = w.shape[0]
+    y = np.zeros((n, m) + geom.out) + (0 if b is None else b.reshape(1, -1, 1, 1))
+    source = np.arange(m) // (m // c)
+    for oh, ow, rows, cols in _windows(x, geom):
+        for jh, jw in itertools.product(range(len(rows)), range(len(cols))):
+            h, v = rows[jh], cols[jw]
+            if 0 <= h < height and 0 <= v < width:
+                y[:, :, oh, ow] += x[:, source, h, v] * w[:, 0, jh, jw]
+    return y
+
+
+# -- random configurations --------------------------------------------------------------------
+
+
+def _pool_config(seed: int, op: str):
+    """A random 2-D pool: kernel 1-5, stride 1-3, pads, dilations, ceil_mode, odd sizes,
+    N and C from 1 to 8, float32 or float64; about one in five uses auto_pad."""
+    rng = np.random.default_rng(seed)
+    kernel = [int(k) for k in rng.integers(1, 6, 2)]
+    strides = [int(s) for s in rng.integers(1, 4, 2)]
+    dilations = [int(d) for d in rng.integers(1, 3, 2)] if rng.random() < 0.4 else None
+    extent = [(k - 1) * (d or 1) + 1 for k, d in zip(kernel, dilations or (1, 1))]
+    pads = [int(rng.integers(0, k)) for k in kernel * 2]  # ONNX: pads below the kernel
+    given = dict(kernel_shape=kernel, strides=strides, dilations=dilations, pads=pads,
+                 ceil_mode=int(rng.random() < 0.4))
+    if rng.random() < 0.2:
+        given.update(pads=None, ceil_mode=0,
+                     auto_pad=str(rng.choice(["SAME_UPPER", "SAME_LOWER", "VALID"])))
+    if op in ("AveragePool", "portable.AveragePoolGrad"):
+        given["count_include_pad"] = int(rng.random() < 0.5)
+    if op == "MaxPool":
+        given["storage_order"] = int(rng.random() < 0.3)
+    shape = (int(rng.integers(1, 9)), int(rng.integers(1, 9)),
+             int(rng.integers(extent[0], extent[0] + 9)),
+             int(rng.integers(extent[1], extent[1] + 9)))
+    dtype = FLOATS[seed % 2]
+    x = rng.standard_normal(shape).astype(dtype)
+    if rng.random() < 0.3:  # ties: the first maximum must win
+        x = np.round(x).astype(dtype)
+    attrs = _attrs(op, **{k: v for k, v in given.items() if v is not None})
+    return x, attrs, pool_geometry(x.shape[2:], attrs)
+
+
+SEEDS = range(40)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_max_pool_matches_direct_loop_and_xp(seed):
+    x, attrs, geom = _pool_config(seed, "MaxPool")
+    y_shape = x.shape[:2] + geom.out
+    want_y, want_index = max_pool_reference(x.astype(np.float64), geom, attrs["storage_order"])
+    ours, theirs = _both("MaxPool", [x], [y_shape], [x.dtype], attrs)
+    np.testing.assert_array_equal(ours[0], want_y.astype(x.dtype))
+    np.testing.assert_array_equal(ours[0], theirs[0])
+    ours, theirs = _both("MaxPool", [x], [y_shape, y_shape], [x.dtype, np.int64], attrs)
+    np.testing.assert_array_equal(ours[0], want_y.astype(x.dtype))
+    np.testing.assert_array_equal(ours[1], want_index)
+    np.testing.assert_array_equal(ours[0], theirs[0])
+    np.testing.assert_array_equal(ours[1], theirs[1])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_max_pool_nan_and_infinity_as_argmax(seed):
+    """NaN wins (the first one), -inf ties with the padding: what np.argmax over the padded
+    windows gives, in Y, Indices and the gradient."""
+    x, attrs, geom = _pool_config(seed, "MaxPool")
+    rng = np.random.default_rng(seed)
+    x.reshape(-1)[rng.random(x.size) < 0.1] = np.nan
+    x.reshape(-1)[rng.random(x.size) < 0.3] = -np.inf
+    y_shape = x.shape[:2] + geom.out
+    want_y, want_index = max_pool_reference(x.astype(np.float64), geom, attrs["storage_order"])
+    ours, theirs = _both("MaxPool", [x], [y_shape, y_shape], [x.dtype, np.int64], attrs)
+    np.testing.assert_array_equal(ours[0], want_y.astype(x.dtype))
+    np.testing.assert_array_equal(ours[1], want_index)
+    np.testing.assert_array_equal(ours[1], theirs[1])
+    ours, theirs = _both("MaxPool", [x], [y_shape], [x.dtype], attrs)
+    np.testing.assert_array_equal(ours[0], theirs[0])
+    dy = rng.standard_normal(y_shape).astype(x.dtype)
+    grad_attrs = {k: v for k, v in attrs.items() if k != "storage_order"}
+    ours, theirs = _both("portable.MaxPoolGrad", [dy, x], [x.shape], [x.dtype], grad_attrs)
+    np.testing.assert_allclose(ours[0], theirs[0], **_tol(x.dtype))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_max_pool_grad_matches_direct_loop_and_xp(seed):
+    x, attrs, geom = _pool_config(seed, "portable.MaxPoolGrad")
+    dy = np.random.default_rng(seed + 1).standard_normal(x.shape[:2] + geom.out).astype(x.dtype)
+    ours, theirs = _both("portable.MaxPoolGrad", [dy, x], [x.shape], [x.dtype], attrs)
+    explicit = dict(attrs, pads=list(geom.head) + list(geom.tail), auto_pad="NOTSET")
+    want = max_pool_grad_reference([dy.astype(np.float64), x.astype(np.float64)], explicit)[0]
+    np.testing.assert_allclose(ours[0], want, **_tol(x.dtype))
+    np.testing.assert_allclose(ours[0], theirs[0], **_tol(x.dtype))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_average_pool_matches_direct_loop_and_xp(seed):
+    x, attrs, geom = _pool_config(seed, "AveragePool")
+    ours, theirs = _both("AveragePool", [x], [x.shape[:2] + geom.out], [x.dtype], attrs)
+    want = average_pool_reference(x.astype(np.float64), geom, attrs["count_include_pad"])
+    np.testing.assert_allclose(ours[0], want, **_tol(x.dtype))
+    np.testing.assert_allclose(ours[0], theirs[0], **_tol(x.dtype))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_average_pool_grad_matches_direct_loop_and_xp(seed):
+    x, attrs, geom = _pool_config(seed, "portable.AveragePoolGrad")
+    dy = np.random.default_rng(seed + 1).standard_normal(x.shape[:2] + geom.out).astype(x.dtype)
+    ours, theirs = _both("portable.AveragePoolGrad", [dy, x], [x.shape], [x.dtype], attrs)
+    explicit = dict(attrs, pads=list(geom.head) + list(geom.tail), auto_pad="NOTSET")
+    want = average_pool_grad_reference([dy.astype(np.float64), x.astype(np.float64)],
+                                       explicit)[0]
+    np.testing.assert_allclose(ours[0], want, **_tol(x.dtype))
+    np.testing.assert_allclose(ours[0], theirs[0], **_tol(x.dtype))
+
+
+def _depthwise_config(seed: int):
+    """A random depthwise Conv: C from 2 to 8 groups, channel multiplier 1-3, kernel 1-5,
+    stride 1-3, dilations, pads (or auto_pad), with or without bias."""
+    rng = np.random.default_rng(100 + seed)
+    c, multiplier = int(rng.integers(2, 9)), int(rng.integers(1, 4))
+    kernel = [int(k) for k in rng.integers(1, 6, 2)]
+    dilations = [int(d) for d in rng.integers(1, 3, 2)]
+    extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    given = dict(group=c, strides=[int(s) for s in rng.integers(1, 4, 2)], dilations=dilations,
+                 pads=[int(rng.integers(0, k)) for k in kernel * 2])
+    if rng.random() < 0.2:
+        given.update(pads=None, auto_pad=str(rng.choice(["SAME_UPPER", "SAME_LOWER", "VALID"])))
+    dtype = FLOATS[seed % 2]
+    size = [int(rng.integers(e, e + 8)) for e in extent]
+    x = rng.standard_normal((int(rng.integers(1, 5)), c, *size)).astype(dtype)
+    w = rng.standard_normal((c * multiplier, 1, *kernel)).astype(dtype)
+    b = rng.standard_normal(c * multiplier).astype(dtype) if rng.random() < 0.5 else None
+    attrs = _attrs("Conv", **{k: v for k, v in given.items() if v is not None})
+    return x, w, b, attrs, window_geometry(x.shape[2:], w.shape[2:], attrs)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_depthwise_conv_matches_direct_loop_and_xp(seed):
+    x, w, b, attrs, geom = _depthwise_config(seed)
+    inputs = [x, w] if b is None else [x, w, b]
+    ours, theirs = _both("Conv", inputs, [(x.shape[0], w.shape[0]) + geom.out], [x.dtype], attrs)
+    want = depthwise_reference(x.astype(np.float64), w.astype(np.float64),
+                               None if b is None else b.astype(np.float64), geom)
+    np.testing.assert_allclose(ours[0], want, **_tol(x.dtype))
+    np.testing.assert_allclose(ours[0], theirs[0], **_tol(x.dtype))
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 3))
+def test_depthwise_gradients_match_direct_loops_and_xp(seed):
+    """The two ops Conv's gradient emits for a depthwise Conv: ConvTranspose(dY, W) for dX
+    and ConvGradWeight(X, dY) for dW, with the attributes the gradient rule gives them."""
+    x, w, _, attrs, geom = _depthwise_config(seed)
+    dy = np.random.default_rng(seed).standard_normal(
+        (x.shape[0], w.shape[0]) + geom.out).astype(x.dtype)
+    explicit = dict(strides=list(geom.strides), dilations=list(geom.dilations),
+                    pads=list(geom.head) + list(geom.tail), group=attrs["group"])
+    transpose = _attrs("ConvTranspose", **explicit,
+                       output_padding=list(output_padding(geom, x.shape[2:])))
+    ours, theirs = _both("ConvTranspose", [dy, w], [x.shape], [x.dtype], transpose)
+    x64, w64, dy64 = (a.astype(np.float64) for a in (x, w, dy))
+    want = conv_transpose_reference([dy64, w64], transpose)[0]
+    np.testing.assert_allclose(ours[0], want, **_tol(x.dtype))
+    np.testing.assert_allclose(ours[0], theirs[0], **_tol(x.dtype))
+    weight = _attrs("portable.ConvGradWeight", **explicit, kernel_shape=list(geom.kernel))
+    ours, theirs = _both("portable.ConvGradWeight", [x, dy], [w.shape], [x.dtype], weight)
+    want = conv_grad_weight_reference([x64, dy64], weight)[0]
+    tol = dict(rtol=1e-4, atol=1e-4) if x.dtype == np.float32 else _tol(x.dtype)
+    np.testing.assert_allclose(ours[0], want, **tol)
+    np.testing.assert_allclose(ours[0], theirs[0], **tol)
+
+
+def test_depthwise_gradients_match_finite_differences():
+    """dX and dW of sum(Conv(X, W) * H) for a small float64 depthwise Conv, by central
+    differences of the direct loop."""
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((2, 3, 6, 5)), rng.standard_normal((6, 1, 3, 2))
+    attrs = _attrs("Conv", group=3, strides=[2, 1], dilations=[1, 2], pads=[1, 0, 2, 1])
+    geom = window_geometry(x.shape[2:], w.shape[2:], attrs)
+    heads = rng.standard_normal((2, 6) + geom.out)
+    explicit = dict(strides=[2, 1], dilations=[1, 2], pads=list(geom.head) + list(geom.tail),
+                    group=3)
+    dx = _both("ConvTranspose", [heads, w], [x.shape], [x.dtype], _attrs(
+        "ConvTranspose", **explicit, output_padding=list(output_padding(geom, x.shape[2:]))))[0]
+    dw = _both("portable.ConvGradWeight", [x, heads], [w.shape], [w.dtype],
+               _attrs("portable.ConvGradWeight", **explicit, kernel_shape=[3, 2]))[0]
+
+    def loss(x_, w_):
+        return float((depthwise_reference(x_, w_, None, geom) * heads).sum())
+
+    for value, grad in ((x, dx[0]), (w, dw[0])):
+        numeric = np.zeros_like(value)
+        for i in np.ndindex(value.shape):
+            step = np.zeros_like(value)
+            step[i] = 1e-6
+            args = (x + step, w) if value is x else (x, w + step)
+            back = (x - step, w) if value is x else (x, w - step)
+            numeric[i] = (loss(*args) - loss(*back)) / 2e-6
+        np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-6)
+
+
+def test_parallel_loops_match_xp(monkeypatch):
+    """With the parallel threshold at zero every call takes the prange loops; they agree with
+    the xp kernels like the serial ones do."""
+    from backends.numpy.jit import support
+
+    monkeypatch.setattr(support, "PARALLEL_WORK", 0)
+    if not support.parallel(2, 1):
+        pytest.skip("numba runs one thread here, or has no thread-safe threading layer")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 32, 40, 40)).astype(np.float32)
+    for op in ("MaxPool", "AveragePool"):
+        attrs = _attrs(op, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
+        shape = x.shape[:2] + pool_geometry(x.shape[2:], attrs).out
+        outputs = [shape, shape][:2 if op == "MaxPool" else 1]
+        ours, theirs = _both(op, [x], outputs, [x.dtype, np.int64], attrs)
+        for got, want in zip(ours, theirs):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+        dy = rng.standard_normal(shape).astype(x.dtype)
+        ours, theirs = _both(f"portable.{op}Grad", [dy, x], [x.shape], [x.dtype], attrs)
+        np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-5)
+    w = rng.standard_normal((64, 1, 3, 3)).astype(np.float32)
+    attrs = _attrs("Conv", group=32, pads=[1, 1, 1, 1])
+    ours, theirs = _both("Conv", [x, w], [(2, 64, 40, 40)], [x.dtype], attrs)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-5)
+
+
+# -- fallback -------------------------------------------------------------------------------
+
+
+def _unsupported():
+    rng = np.random.default_rng(9)
+    x3 = rng.standard_normal((1, 2, 5, 4, 6)).astype(np.float32)
+    xi = rng.integers(-50, 50, (2, 3, 7, 6)).astype(np.int32)
+    x1 = rng.standard_normal((2, 3, 9)).astype(np.float64)
+    strided = rng.standard_normal((2, 3, 8, 14)).astype(np.float32)[:, :, :, ::2]
+    pool3 = dict(kernel_shape=[2, 2, 3], strides=[2, 1, 2], pads=[1, 0, 1, 0, 1, 1])
+    pool2 = dict(kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1])
+    yield "MaxPool", [x3], pool3, True
+    yield "MaxPool", [xi], pool2, True
+    yield "MaxPool", [strided], pool2, True
+    yield "AveragePool", [x3], dict(pool3, count_include_pad=1), False
+    yield "AveragePool", [x1], dict(kernel_shape=[3], strides=[2], pads=[1, 1]), False
+    w3 = rng.standard_normal((3, 1, 3, 3)).astype(np.float32)
+    yield "Conv", [strided, w3], dict(group=3), False
+    yield "Conv", [strided.copy(), w3[:1].repeat(3, axis=1)], dict(group=1), False
+    grouped = rng.standard_normal((4, 1, 3, 3)).astype(np.float32)
+    yield "Conv", [rng.standard_normal((1, 4, 6, 6)).astype(np.float32),
+                   rng.standard_normal((4, 2, 3, 3)).astype(np.float32)], dict(group=2), False
+    yield "Conv", [rng.standard_normal((1, 4, 6, 6)).astype(np.float16), grouped.astype(
+        np.float16)], dict(group=4), False
+
+
+UNSUPPORTED = list(_unsupported())
+
+
+@pytest.mark.parametrize("case", UNSUPPORTED,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(UNSUPPORTED)])
+def test_unsupported_configurations_give_the_xp_answer(case):
+    op, inputs, given, indices = case
+    attrs = _attrs(op, **given)
+    if op == "Conv":
+        shape = (inputs[0].shape[0], inputs[1].shape[0]) + window_geometry(
+            inputs[0].shape[2:], inputs[1].shape[2:], attrs).out
+    else:
+        shape = inputs[0].shape[:2] + pool_geometry(inputs[0].shape[2:], attrs).out
+    shapes, dtypes = [shape], [inputs[0].dtype]
+    if indices:
+        shapes, dtypes = shapes + [shape], dtypes + [np.int64]
+    assert not _compiled(op)(_ctx(), inputs, [np.empty(s, d) for s, d in zip(shapes, dtypes)],
+                             attrs)
+    ours = _run(op, jit.kernels[op], inputs, shapes, dtypes, attrs)
+    theirs = _run(op, xp_kernels[op], inputs, shapes, dtypes, attrs)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_backend_table_and_switch(monkeypatch):
+    assert kernel_table(compiled=True)["MaxPool"] is jit.kernels["MaxPool"]
+    assert kernel_table(compiled=False)["MaxPool"] is xp_kernels["MaxPool"]
+    monkeypatch.setenv("PORTABLE_JIT", "0")
+    assert kernel_table()["AveragePool"] is xp_kernels["AveragePool"]
+    monkeypatch.setenv("PORTABLE_JIT", "1")
+    assert kernel_table()["AveragePool"] is jit.kernels["AveragePool"]
+    assert "compiled tier on" in create_backend(pt.cpu()).describe()
+    monkeypatch.setenv("PORTABLE_JIT", "0")
+    assert "compiled tier off" in create_backend(pt.cpu()).describe()
+
+
+# -- the op table on the plain xp kernels ---------------------------------------------------
+
+
+@pytest.fixture
+def xp_cpu(monkeypatch):
+    """The cpu device's NumPy backend with the plain xp table (PORTABLE_JIT=0 semantics), so
+    the op table's cases check the kernels the compiled ones replace."""
+    backend = pt.cpu().backend
+    monkeypatch.setattr(backend, "kernels", kernel_table(compiled=False))
+    return backend
+
+
+OVERRIDDEN = [c for c in op_table.CASES if c.op in jit.OVERRIDES]
+# (the private gradient ops are not differentiable: these are MaxPool, AveragePool, Conv and
+# ConvTranspose, whose gradient graphs run the other overridden kernels)
+OVERRIDDEN_GRAD = [c for c in op_table.GRAD_CASES if c.op in jit.OVERRIDES]
+
+
+@pytest.mark.parametrize("case", OVERRIDDEN, ids=[c.id for c in OVERRIDDEN])
+def test_op_table_forward_on_xp_kernels(case, xp_cpu):
+    assert xp_cpu.kernel(case.op) is xp_kernels[case.op]
+    op_table.test_forward_matches_reference(case)
+
+
+@pytest.mark.parametrize("case", OVERRIDDEN_GRAD, ids=[c.id for c in OVERRIDDEN_GRAD])
+def test_op_table_gradient_on_xp_kernels(case, xp_cpu):
+    op_table.test_gradient_matches_finite_differences(case)
