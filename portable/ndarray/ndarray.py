@@ -12,6 +12,7 @@ Example:
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -207,7 +208,7 @@ def full(shape: Any, val: Any, device: "Device | str | None" = None, dtype: Any 
     def fill() -> None:
         data[...] = val
 
-    small = data.size <= INLINE_ELEMENTS  # (run where it is pushed, as small ops are)
+    small = math.prod(out.shape) <= INLINE_ELEMENTS  # (run where pushed, as small ops are)
     get_engine().push(fill, writes=[out._var], device=INLINE if small else out.device,
                       name="full")
     return out
