@@ -159,7 +159,9 @@ def invoke(op_name: str, inputs: Sequence[Any], attrs: dict | None = None,
                           for x in inputs]))
             call = _calls.get(key)
             if call is None:
-                call = _calls[key] = _plain_call(key, op_name, inputs, attrs or {}, num_outputs)
+                call = _plain_call(key, op_name, inputs, attrs or {}, num_outputs)
+                if len(_calls) < 65536:  # (a bound: shapes that change every call)
+                    _calls[key] = call
             if call:
                 return _run_plain(call, op_name, inputs)
     op = registry.ops.get(op_name) or registry.get(op_name)
@@ -248,8 +250,7 @@ def _plain_call(key: Any, op_name: str, inputs: Sequence[Any], attrs: dict,
     """The _PlainCall of a new signature ``key`` (as ``infer_outputs`` keys its cache), or
     False when the call needs the general path."""
     op = registry.ops.get(op_name) or registry.get(op_name)
-    if (op.training_mode is not None or op.view or op.runtime_attrs or op.mutates
-            or len(_calls) >= 65536):
+    if op.training_mode is not None or op.view or op.runtime_attrs or op.mutates:
         return False
     out_types, resolved, default_count = infer_outputs(op_name, op, inputs, attrs, num_outputs)
     if key not in _infer_cache:
