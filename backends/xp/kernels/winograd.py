@@ -116,6 +116,11 @@ def tile_size(ctx, x, w, geom: Geometry, group: int) -> int:
     as ``xp`` (a kernel context, a backend); ``x`` and ``w`` arrays or TensorTypes."""
     if not eligible(x, w, geom, group):
         return 0
+    return _chosen_tile(ctx, x.shape[0], x.shape[1], w.shape[0], geom)
+
+
+def _chosen_tile(ctx, batch: int, channels: int, filters: int, geom: Geometry) -> int:
+    """The switch's tile for an eligible convolution, or the automatic rule's under ``auto``."""
     mode = _mode()
     if mode in ("", "0"):
         return 0
@@ -123,7 +128,7 @@ def tile_size(ctx, x, w, geom: Geometry, group: int) -> int:
         return int(mode)
     if ctx.xp is not np:
         return 0
-    return automatic_tile(x.shape[0], x.shape[1], w.shape[0], tuple(geom.out))
+    return automatic_tile(batch, channels, filters, tuple(geom.out))
 
 
 def _padded(ctx, x, head, size):
@@ -258,14 +263,7 @@ def transpose_tile(ctx, x, w, geom: Geometry, group: int) -> int:
     C and M swapped; 0 where it is not eligible."""
     if x.ndim != 4 or not eligible(x, w, geom, group):
         return 0
-    mode = _mode()
-    if mode in ("", "0"):
-        return 0
-    if mode != "auto":
-        return int(mode)
-    if ctx.xp is not np:
-        return 0
-    return automatic_tile(x.shape[0], x.shape[1], w.shape[1], tuple(geom.out))
+    return _chosen_tile(ctx, x.shape[0], x.shape[1], w.shape[1], geom)
 
 
 def conv_transpose2d(ctx, x, w, geom: Geometry, m: int, y) -> None:
