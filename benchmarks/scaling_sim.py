@@ -129,6 +129,9 @@ def worker(args: argparse.Namespace) -> None:
                                 ranks_per_node=args.node_size)}
     for kv in kvs.values():
         kv.init(keys, grads)
+        if "trainer" in args.store_push:  # Trainer declares its groups: each one request
+            for group in store_push_groups("trainer", sizes, bucket_numel):
+                kv.declare_group(group)
     pt.nd.waitall()
     chain = engine.new_var("emulated-backward")
     stores = {}  # variant -> (store, pushpull calls of a step)
@@ -197,7 +200,7 @@ def worker(args: argparse.Namespace) -> None:
     blocks = [(v, c) for v in [*stores, *peers] for c in (True, False)] + [("engine_only", True)]
     samples: dict = {b: [] for b in blocks}  # per round: this rank's timed steps
     cpu_s = dict.fromkeys(blocks, 0.0)  # this rank's CPU seconds (all its threads)
-    counted = ("rounds", "buckets", "bytes", "speculated", "worker_rounds")
+    counted = ("requests", "rounds", "buckets", "bytes", "speculated", "worker_rounds")
     counts = {v: dict.fromkeys(counted, 0) for v in stores}
     parts: dict = {}  # --breakdown: block -> {part: [CPU seconds, calls]}
     started = time.perf_counter()
@@ -294,7 +297,8 @@ def worker(args: argparse.Namespace) -> None:
                "sums_correct": correct[variant]}
         if variant in counts:
             c, n = counts[variant], max(1, timed_steps)
-            out.update({"rounds_per_step": round(c["rounds"] / n, 2),
+            out.update({"requests_per_step": round(c["requests"] / n, 2),
+                        "rounds_per_step": round(c["rounds"] / n, 2),
                         "buckets_per_step": round(c["buckets"] / n, 2),
                         "mean_bucket_kb": round(c["bytes"] / max(1, c["buckets"]) / 1024, 1),
                         "speculated_rounds_per_step": round(c["speculated"] / n, 2),
