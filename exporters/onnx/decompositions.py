@@ -139,15 +139,23 @@ def _fused_elementwise(g: GradContext) -> list:
 
 
 def _fused_with_activation(base: str) -> Decomposition:
-    """FusedConv / FusedGemm: the base op, then the activation."""
+    """FusedConv / FusedGemm: the base op, FusedConv's residual ``Z`` added, then the
+    activation with its constant operands (Clip's ``min``/``max``) as constant inputs again."""
     def rule(g: GradContext) -> list:
         from portable.ops import registry
-        from portable.ops.fused import split_attrs
+        from portable.ops.fused import activation_parts, operand_arrays, split_attrs
 
-        own, activation, activation_attrs = split_attrs(registry.get(base),
-                                                        dict(g.node.attrs))
-        y = g.emit(base, *g.inputs, **own)
-        return [g.emit(activation, y, **activation_attrs) if activation else y]
+        op = registry.get(base)
+        own, activation, _ = split_attrs(op, dict(g.node.attrs))
+        arity = len(op.inputs)
+        y = g.emit(base, *g.inputs[:arity], **own)
+        if len(g.inputs) > arity and g.inputs[arity] is not None:
+            y = g.emit("Add", y, g.inputs[arity])
+        if not activation:
+            return [y]
+        attrs, operands = activation_parts(activation, g.attrs["activation_attrs"])
+        extra = [None if a is None else g.const(a) for a in operand_arrays(operands, g.dtype(y))]
+        return [g.emit(activation, y, *extra, **attrs)]
     return rule
 
 

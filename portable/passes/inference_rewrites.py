@@ -4,8 +4,11 @@
   readers read the input instead.
 - ``FOLD_INTO_CONV``: an inference-mode BatchNormalization, or a Mul or Add by a per-channel
   constant, after a Conv with constant weights is folded into the Conv's weights and bias.
-- ``FUSE_ACTIVATIONS``: Conv or Gemm followed by an activation (a single-input elementwise op
-  that may run in place on its input) becomes ``portable.FusedConv`` / ``portable.FusedGemm``.
+- ``FUSE_ACTIVATIONS``: Conv or Gemm followed by an activation (an elementwise op that may run
+  in place on its input, whose other inputs are absent or constant scalars in optional slots:
+  Clip(0, 6), MobileNet's ReLU6) becomes ``portable.FusedConv`` / ``portable.FusedGemm``;
+  ``Add(Conv(x), Z)`` with Z of the Conv output's shape and dtype (a residual) becomes a
+  FusedConv that reads Z, and an activation after it joins it (ResNet's Conv -> Add -> Relu).
 - ``SELECT_FUSED_CONV``: every remaining Conv runs as ``portable.FusedConv`` too, whose kernels
   declare their workspace so that the memory plan accounts for it.
 
@@ -22,6 +25,7 @@ import numpy as np
 
 from portable.ir.graph import Node
 from portable.ops import registry
+from portable.ops.fused import operand_slots
 from portable.passes.rewriter import Match, Pattern, Rewrite, Rule
 
 # -- eliminate no-ops -----------------------------------------------------------------------
@@ -150,11 +154,34 @@ FOLD_INTO_CONV = (
 
 
 def is_activation(node: Node) -> bool:
-    """A single-input elementwise op that may run in place on its input."""
+    """An elementwise op that may run in place on its first input, whose other inputs (if
+    any) fill optional slots: a fusable activation once those are constant scalars."""
     op = registry.get(node.op, node=node)
     return (op.fusion == "elementwise" and (0, 0) in op.inplace
-            and len([name for name in node.inputs if name]) == 1 and len(node.outputs) == 1
+            and bool(node.inputs) and bool(node.inputs[0]) and len(node.outputs) == 1
+            and all(not name or op.input_name(i) in operand_slots(op)
+                    for i, name in enumerate(node.inputs[1:], 1))
             and not any(isinstance(v, np.ndarray) for v in node.attrs.values()))
+
+
+def _activation_attrs(m: Match, act: Node) -> str | None:
+    """The activation's attributes as the fused node carries them (JSON): its own, and each
+    constant scalar operand under its input's name (Clip's ``min``/``max``); None when an
+    operand is not a constant scalar of the activation's type."""
+    op = registry.get(act.op, node=act)
+    attrs = dict(act.attrs)
+    dtype = m.type(act.outputs[0]).dtype
+    for index, name in enumerate(act.inputs[1:], 1):
+        if not name:
+            continue
+        value = m.const(name)
+        if value is None or value.size != 1 or value.dtype != dtype:
+            return None  # a bound known only at run time stays a separate Clip
+        attrs[op.input_name(index)] = value.reshape(()).item()
+    try:
+        return json.dumps(attrs, sort_keys=True)
+    except (TypeError, ValueError):
+        return None
 
 
 def _fuse_activation(fused: str):
@@ -162,9 +189,8 @@ def _fuse_activation(fused: str):
         act, base = m["act"], m["base"]
         if m.type(act.outputs[0]) != m.type(base.outputs[0]):
             return None
-        try:
-            act_attrs = json.dumps(dict(act.attrs), sort_keys=True)
-        except TypeError:
+        act_attrs = _activation_attrs(m, act)
+        if act_attrs is None:
             return None
         node = Node(fused, base.inputs, act.outputs,
                     {**base.attrs, "activation": act.op, "activation_attrs": act_attrs},
@@ -173,11 +199,51 @@ def _fuse_activation(fused: str):
     return replace
 
 
+def _without_epilogue(node: Node) -> bool:
+    """A Conv, or a FusedConv with neither an activation nor a residual yet: what a residual
+    Add, or an activation after that Add, may still join."""
+    if node.op == "Conv":
+        return True
+    return (node.op == "portable.FusedConv" and not node.attrs.get("activation")
+            and len(node.inputs) <= 3)
+
+
+def _with_residual_only(node: Node) -> bool:
+    """A FusedConv that adds a residual and has no activation yet."""
+    return (node.op == "portable.FusedConv" and not node.attrs.get("activation")
+            and len(node.inputs) > 3 and bool(node.inputs[3]))
+
+
+def _fuse_residual(m: Match) -> Rewrite | None:
+    add, base = m["add"], m["base"]
+    z = add.inputs[1] if add.inputs[0] == base.outputs[0] else add.inputs[0]
+    y = m.type(base.outputs[0])
+    if not z or z == base.outputs[0] or m.type(z) != y or m.type(add.outputs[0]) != y:
+        return None  # a broadcast Z would need the Add's own kernel
+    if m.const(z) is not None and _per_channel(m, base, z) is not None:
+        return None  # a per-channel constant belongs in the bias (FOLD_INTO_CONV)
+    inputs = tuple(base.inputs[:3]) + ("",) * (3 - len(base.inputs)) + (z,)
+    attrs = {k: v for k, v in base.attrs.items() if k not in ("activation", "activation_attrs")}
+    return Rewrite([Node("portable.FusedConv", inputs, add.outputs, attrs, f"{base.name}+Add")])
+
+
+def _residual_rules() -> tuple[Rule, ...]:
+    conv = Pattern(_without_epilogue, name="base")
+    return (Rule("fuse-conv-residual", Pattern("Add", conv, None, name="add"), _fuse_residual),
+            Rule("fuse-conv-residual", Pattern("Add", None, conv, name="add"), _fuse_residual))
+
+
 FUSE_ACTIVATIONS = (
     Rule("fuse-conv-activation", Pattern(is_activation, Pattern("Conv", name="base"), name="act"),
          _fuse_activation("portable.FusedConv")),
     Rule("fuse-gemm-activation", Pattern(is_activation, Pattern("Gemm", name="base"), name="act"),
          _fuse_activation("portable.FusedGemm")),
+    *_residual_rules(),
+    # The residual Add is matched at its own node, before the activation that follows it is
+    # visited, so the activation joins the FusedConv in the next sweep.
+    Rule("fuse-residual-activation",
+         Pattern(is_activation, Pattern(_with_residual_only, name="base"), name="act"),
+         _fuse_activation("portable.FusedConv")),
 )
 
 

@@ -7,8 +7,9 @@ after the first may overwrite the previous step's result in place. Should the pl
 the output over an input that a later step still reads (the fused op's in-place pair), that
 input is copied first.
 
-``portable.FusedConv`` / ``portable.FusedGemm``: the backend's Conv or Gemm kernel, then the
-activation kernel in place on the result.
+``portable.FusedConv`` / ``portable.FusedGemm``: the backend's Conv or Gemm kernel, then its
+Add of FusedConv's residual ``Z`` and the activation kernel (with Clip's bounds as 0-d arrays
+made once per plan step), each in place on the result (``composed_kernel``).
 
 Kernels declare the scratch they need through a ``workspace`` attribute (see
 ``portable.executor.compiled``): FusedConv declares the buffers its Conv kernel takes from

@@ -90,6 +90,28 @@ def test_light_model_matches_numpy_in_every_value(device, name):
         assert np.abs(got.astype(np.float64) - want).max() <= 1e-3 * scale, value
 
 
+@pytest.mark.parametrize("name", ["mobilenetv2_small", "resnet18_small"])
+def test_fused_epilogues_match_onnxruntime(device, name):
+    """PyTorch's MobileNetV2 and ResNet exports, optimised: their Convs end in fused ReLU6
+    (Clip with constant bounds) and residual Adds, run by the composed fused kernel here."""
+    ort = pytest.importorskip("onnxruntime")
+    from portable.ir.graph import TensorType
+    from portable.passes.pipeline import optimize
+    from portable.predict.formats import load_graph
+
+    folder = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "torch_small")
+    path = os.path.join(folder, f"{name}.onnx")
+    x = np.load(os.path.join(folder, f"{name}_input.npy"), allow_pickle=False)
+    types = {"input": TensorType(x.shape, np.float32)}
+    graph = optimize(load_graph(path), "all", input_types=types)
+    assert any(len(n.inputs) > 3 and n.inputs[3] for n in graph.nodes)  # a residual fused
+    (got,) = CompiledGraph(graph, device, types).run({"input": device.backend.from_numpy(x)})
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    (want,) = session.run(None, {"input": x})
+    np.testing.assert_allclose(np.asarray(device.backend.to_numpy(got)), want, rtol=1e-4,
+                               atol=1e-4)
+
+
 @slow
 def test_conformance_passes_90_percent_of_core_cases():
     from exporters.onnx.conformance import run_conformance
