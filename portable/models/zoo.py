@@ -70,9 +70,11 @@ def _basic_block_class() -> type:
     return BasicBlock
 
 
-def resnet_small(num_classes: int = 10, channels: tuple[int, ...] = (16, 32)) -> Any:
-    """A small ResNet: a conv-BN-ReLU stem, one basic block per stage (the later stages halve
-    the resolution), global average pooling and a dense classifier."""
+def resnet_small(num_classes: int = 10, channels: tuple[int, ...] = (16, 32),
+                 blocks: int = 1) -> Any:
+    """A small ResNet: a conv-BN-ReLU stem, ``blocks`` basic blocks per stage (the later stages
+    halve the resolution in their first block), global average pooling and a dense classifier.
+    ``channels=(64, 128, 256, 512), blocks=2`` is the CIFAR ResNet-18 (He et al.)."""
     from portable.gluon import nn
 
     block = _basic_block_class()
@@ -82,9 +84,10 @@ def resnet_small(num_classes: int = 10, channels: tuple[int, ...] = (16, 32)) ->
                 nn.Activation("relu"))
         previous = channels[0]
         for stage, width in enumerate(channels):
-            stride = 1 if stage == 0 else 2
-            net.add(block(width, stride, project=stride != 1 or width != previous))
-            previous = width
+            for index in range(blocks):
+                stride = 2 if stage and not index else 1
+                net.add(block(width, stride, project=stride != 1 or width != previous))
+                previous = width
         net.add(nn.GlobalAvgPool2D(), nn.Flatten(), nn.Dense(num_classes))
     return net
 

@@ -47,3 +47,19 @@ def test_shapes_and_one_training_step(name):
 def test_unknown_model():
     with pytest.raises(PortableError, match="resnet-small"):
         get_model("vgg")
+
+
+def test_cifar_resnet18_has_the_published_size():
+    """``resnet_small(10, (64, 128, 256, 512), blocks=2)`` is the CIFAR ResNet-18 of He et al.
+    as commonly trained (3x3 stem, no max pool): 11,173,962 trainable parameters, with the
+    resolution halved at the first block of stages 2-4 (32 -> 4 before pooling)."""
+    from portable.models.zoo import resnet_small
+
+    net = resnet_small(10, (64, 128, 256, 512), blocks=2)
+    net.initialize()
+    x = pt.nd.array(np.zeros((1, 3, 32, 32), np.float32))
+    assert net(x).shape == (1, 10)
+    trainable = sum(int(np.prod(p.shape)) for p in net.collect_params().values()
+                    if p.grad_req != "null")
+    assert trainable == 11_173_962
+    assert net[:-3](x).shape == (1, 512, 4, 4)  # the last block's output, before pooling
