@@ -10,9 +10,9 @@ constants and the inputs against it; only then copy the constants the kernels re
 allocate one arena and the workspace; give every planned value a typed view into the arena at
 its offset. A budget is also held against the declared inputs before anything else, and caps
 what constant folding may compute (``portable.passes.fold_constants.bounded_pipeline``), so a
-refused plan has allocated nothing of its size. ``run`` then only looks up
-buffers and calls kernels, which write into those views (destination-passing style), so the
-memory a run touches is the plan's.
+refused plan has allocated nothing of its size. ``run`` then only calls kernels, bound on its
+first call to the buffers they read and write (``portable.executor.bound_steps``), which write
+into those views (destination-passing style), so the memory a run touches is the plan's.
 
 Graph inputs are the caller's arrays and are never placed in the arena. Graph outputs (and the
 values in ``keep``) stay valid after ``execute``; every other value is valid from the step that
@@ -41,6 +41,7 @@ from portable import profiler, random
 from portable.backend import KernelContext, bound_kernel
 from portable.device import Device
 from portable.dtypes import is_string
+from portable.executor.bound_steps import BoundSteps, Unbindable, step_failure
 from portable.errors import (BackendError, BindError, MemoryBudgetError, MissingKernelError,
                              PortableError, ShapeError)
 from portable.ir.graph import Graph, Node, TensorType
@@ -223,6 +224,8 @@ class CompiledGraph:
         views = {step.node.outputs[0] for step in self.steps if step.view}
         self._in_state = {value: state for value, state in self.plan.aliases.items()
                           if value not in views}
+        self._bound: BoundSteps | bool | None = None  # made by the first run()
+        self._calls: tuple | None = None  # (steps, their calls): made by the first execute()
 
     def _check_strings(self, graph: Graph, kept: Mapping[str, Any]) -> None:
         """Refuse a string tensor that a run would hold on a backend without host arrays
@@ -325,14 +328,17 @@ class CompiledGraph:
         ctx.workspace.update(self.workspace)  # a kernel that needs more replaces its copy
         allowed = backend.threads_allowed() if self._switches_threads else 0
         try:
-            self._execute(env, ctx, self.steps[start:stop], allowed)
+            if profiler.op_started():
+                self._execute(env, ctx, self.steps[start:stop], allowed)
+            else:
+                self._execute_quiet(env, ctx, self._step_calls()[start:stop], allowed)
         finally:
             if allowed:
                 backend.use_threads(allowed)
 
     def _execute(self, env: dict[str, Any], ctx: KernelContext, steps: list[Step],
                  allowed: int) -> None:
-        for step in steps:
+        for step in steps:  # (timing each kernel for the profiler)
             node = step.node
             if step.view:
                 out_type = self.info.types[node.outputs[0]]
@@ -350,19 +356,55 @@ class CompiledGraph:
             except PortableError:
                 raise
             except Exception as exc:
-                shapes = ", ".join(str(tuple(a.shape)) if a is not None else "-"
-                                   for a in inputs)
-                raise ShapeError(f"node {node.name!r} (op {node.op}) failed on device "
-                                 f"{self.device} with input shapes [{shapes}]: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+                raise step_failure(node, self.device, inputs, exc) from exc
             if started:
                 profiler.op_finished(node.op, started)
+
+    def _step_calls(self) -> list[tuple]:
+        """Per step, what ``_execute_quiet`` reads: made once (for the steps list it sees)."""
+        calls = self._calls
+        if calls is None or calls[0] is not self.steps:
+            types = self.info.types
+            calls = self._calls = (self.steps, [
+                (step.kernel, step.node.inputs, step.node.outputs, step.attrs, step.node,
+                 step.threads, types[step.node.outputs[0]].shape if step.view else None)
+                for step in self.steps])
+        return calls[1]
+
+    def _execute_quiet(self, env: dict[str, Any], ctx: KernelContext, calls: list[tuple],
+                       allowed: int) -> None:
+        """``_execute`` while the profiler is off: each step's names and view shape come from
+        a tuple made once, not from the Step and the type table on every call."""
+        reshape = self.backend.xp.reshape
+        use_threads = self.backend.use_threads
+        for kernel, names_in, names_out, attrs, node, threads, shape in calls:
+            if kernel is None:  # a view
+                env[names_out[0]] = reshape(env[names_in[0]], shape)
+                continue
+            ctx.node = node
+            if allowed and threads is not None:
+                use_threads(allowed if threads else 1)
+            inputs = [env[name] if name else None for name in names_in]
+            try:
+                kernel(ctx, inputs, [env[name] if name else None for name in names_out], attrs)
+            except PortableError:
+                raise
+            except Exception as exc:
+                raise step_failure(node, self.device, inputs, exc) from exc
 
     def run(self, feeds: Mapping[str, Any]) -> list[Any]:
         """Run the whole plan on device arrays ``feeds`` (by input name); returns the outputs.
 
         Returned arrays are views into the plan's arena: the next run overwrites them.
         """
+        if not profiler.op_started():  # (while recording, the general path times each step)
+            if self._bound is None:
+                try:
+                    self._bound = BoundSteps(self)
+                except Unbindable:
+                    self._bound = False
+            if self._bound:
+                return self._bound.run(feeds)
         env = self.bind(feeds)
         self.execute(env)
         return [env[name] for name in self.graph.outputs]

@@ -35,7 +35,7 @@ OVERRIDES: dict[str, tuple[str, Callable]] = {
     "portable.MaxPoolGrad": ("max_pool", xp_conv.max_pool_grad),
     "AveragePool": ("average_pool", xp_conv.average_pool),
     "portable.AveragePoolGrad": ("average_pool", xp_conv.average_pool_grad),
-    "Conv": ("depthwise", xp_conv.conv),
+    "Conv": ("small_conv", xp_conv.conv),  # (small dense Convs, then depthwise ones)
     "ConvTranspose": ("depthwise", xp_conv.conv_transpose),
     "portable.ConvGradWeight": ("depthwise", xp_conv.conv_grad_weight),
     "LSTM": ("recurrent", xp_rnn.kernels["LSTM"]),

@@ -6,7 +6,10 @@ window view on every call. The plan holds the geometry, the GEMM's shapes and th
 (pointwise, im2col, Winograd) from the start; the views into the padded input and the column
 buffer are made on the first run and kept while the run hands the same buffers again, which a
 compiled plan does (its scratch and arena are allocated once). Buffers a call allocates itself
-(an imperative call's scratch) are never kept, so no plan holds memory past its call.
+(an imperative call's scratch) are never kept, so no plan holds memory past its call. A kept
+run then copies the input into the padded copy's interior, the windows into the columns, and
+multiplies: the border is zeroed again only when another layout (a Conv of another padding, a
+MaxPool's -inf) went through the shared padded buffer since (``im2col.border_kept``).
 """
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ import weakref
 
 from portable.ops.conv import Geometry, window_geometry
 
-from backends.xp.kernels.im2col import interior, padded_windows, scratch, window_view
+from backends.xp.kernels.im2col import (border_kept, interior, mark_border, padded_windows,
+                                           padding_layout, scratch, window_view)
 from backends.xp.kernels.winograd import conv2d, tile_size
 
 
@@ -41,30 +45,36 @@ class ConvPlan:
         self.window_shape = tuple(x.shape[:2]) + tuple(geom.kernel) + tuple(geom.out)
         self.y_shape = (n, group, m // group, math.prod(geom.out))
         self.bias_shape = (1, -1) + (1,) * (len(x.shape) - 2)
-        self._kept = None  # (key, views) of the last run's buffers
+        self._kept = None  # the last run's buffers, then the views kept into them
 
     def forward(self, ctx, x, w, y) -> None:
         if self.tile:
             conv2d(ctx, x, w, self.geom, self.tile, y)
             return
-        cols = x.reshape(self.columns_shape) if self.pointwise else self._columns(ctx, x)
+        kept = self._kept
+        if kept is not None and kept[0] is w and kept[1] is y:
+            workspace = ctx.workspace
+            _, _, padded, columns, ref, fill, inner, layout, window, cols, gemm, weights, out = kept
+            if (workspace.get("columns") is columns and workspace.get("padded") is padded
+                    and (inner is not None or ref() is x)):
+                if inner is not None:
+                    if not border_kept(padded, layout):  # another layout was padded since
+                        fill[...] = 0
+                        mark_border(padded, layout)
+                    inner[...] = x
+                cols[...] = window
+                ctx.xp.matmul(weights, gemm, out=out)
+                return
+        cols = x.reshape(self.columns_shape) if self.pointwise else self._columns(ctx, x, w, y)
         ctx.xp.matmul(w.reshape(self.weights_shape), cols, out=y.reshape(self.y_shape))
 
-    def _columns(self, ctx, x):
-        """The im2col copy of ``x``, through views kept from the last run when it was handed
-        the same input and scratch buffers."""
+    def _columns(self, ctx, x, w, y):
+        """The im2col copy of ``x``. Keeps the views of this run (into the padded copy, the
+        column buffer, the weights and the output) for the next runs when they are handed the
+        same buffers; a padded copy's border is then written again only when a padding of
+        another layout went through the buffer in between (``im2col.border_kept``)."""
         workspace = ctx.workspace
         padded, columns = workspace.get("padded"), workspace.get("columns")
-        kept = self._kept
-        if kept is not None:
-            (ref, kept_padded, kept_columns), views = kept
-            if ref() is x and kept_padded is padded and kept_columns is columns:
-                fill, inside, window, cols, gemm = views
-                if fill is not None:
-                    fill[...] = 0
-                    fill[inside] = x
-                cols[...] = window
-                return gemm
         cols = scratch(ctx, "columns", self.window_shape, x.dtype)
         source = padded_windows(ctx, x, self.geom)  # (pads into scratch: the copy is done)
         window = window_view(ctx.xp, source, self.geom)
@@ -77,11 +87,15 @@ class ConvPlan:
         fill = source if source is not x else None
         owned = (columns is not None and workspace.get("columns") is columns
                  and (fill is None or (padded is not None and workspace.get("padded") is padded)))
-        if owned and not cropped:
+        if owned and not cropped and y.flags.c_contiguous:
             try:  # (held weakly: the input may be the caller's array)
                 ref = weakref.ref(x)
             except TypeError:  # an array type without weak references: nothing is kept
                 return gemm
-            inside = interior(self.geom.head, x.shape[2:]) if fill is not None else None
-            self._kept = ((ref, padded, columns), (fill, inside, window, cols, gemm))
+            inner = layout = None
+            if fill is not None:
+                inner = fill[interior(self.geom.head, x.shape[2:])]
+                layout = padding_layout(fill, self.geom.head, 0)
+            self._kept = (w, y, padded, columns, ref, fill, inner, layout, window, cols, gemm,
+                          w.reshape(self.weights_shape), y.reshape(self.y_shape))
         return gemm

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Sequence
+import weakref
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -46,7 +47,41 @@ def pad_spatial(ctx, x, head: Sequence[int], tail: Sequence[int], value=0):
     padded = scratch(ctx, "padded", shape, x.dtype)
     padded[...] = value
     padded[interior(head, x.shape[2:])] = x
+    mark_border(ctx.workspace["padded"], padding_layout(padded, head, value))
     return padded
+
+
+# -- borders that stay filled ---------------------------------------------------------------
+# A padded copy's border is the same for every input of one layout (shape, dtype, where the
+# input sits, the pad value); only its interior changes. Writers of a workspace's "padded"
+# buffer stamp it with the layout whose border they left there, so a plan's Conv, finding
+# its own layout's stamp, copies only the interior. Stamps are keyed by the buffer's id and
+# die with it (a weak reference checks that the id still names that buffer).
+_borders: dict[int, tuple[Any, tuple]] = {}
+
+
+def padding_layout(padded, head: Sequence[int], value) -> tuple:
+    """What fixes a padded copy's border."""
+    return (tuple(padded.shape), padded.dtype, tuple(head), float(value))
+
+
+def mark_border(buffer, layout: tuple | None) -> None:
+    """Record that ``buffer`` now holds the border of ``layout`` (None: of no layout)."""
+    key = id(buffer)
+    if layout is None:
+        _borders.pop(key, None)
+        return
+    try:
+        ref = weakref.ref(buffer, lambda _, key=key: _borders.pop(key, None))
+    except TypeError:  # an array type without weak references: never stamped
+        return
+    _borders[key] = (ref, layout)
+
+
+def border_kept(buffer, layout: tuple) -> bool:
+    """Whether ``buffer``'s stamp says it holds the border of ``layout``."""
+    stamp = _borders.get(id(buffer))
+    return stamp is not None and stamp[0]() is buffer and stamp[1] == layout
 
 
 def interior(head: Sequence[int], size: Sequence[int]) -> tuple[slice, ...]:

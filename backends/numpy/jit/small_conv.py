@@ -1,0 +1,173 @@
+"""Compiled small dense Conv, 2-D NCHW, stride 1: one call in place of pad, im2col and GEMM.
+
+A Conv of a few channels on a small image (4 channels, 3x3, 8x8: 9,216 multiply-adds) is all
+overhead on the xp path: zeroing the padded copy, copying the input into it, the im2col copy
+and the GEMM are four NumPy calls of one to three microseconds each, beside about a
+microsecond of arithmetic. Here the whole Conv is one compiled call.
+
+The loop pads each image into a zeroed buffer whose rows are ``wide`` elements long, wide
+enough for every window of an output row. At stride 1 the windows of kernel offset (jh, jw)
+then read one contiguous run of that buffer, shifted by ``jh * dh * wide + jw * dw``: the
+output, kept ``wide`` elements per row too (the extra columns are never copied out), is a sum
+over input channels and kernel offsets of a weight times one shifted run, an inner loop with
+no bounds test that LLVM vectorises. The buffers are allocated by the call (a few KiB for
+such Convs, about ``SMALL_WORK`` elements at most), so a prepared kernel holds no memory
+and two threads may run it at once.
+
+Taken only where it pays: float32/float64, group 1, stride 1, the windows reaching into
+padding (an unpadded Conv is one strided copy and one GEMM on the xp path), and at most
+``SMALL_WORK`` multiply-adds, where a BLAS GEMM's speed has not yet paid for its copies. Other
+Convs go to the depthwise loop's kernel, which hands what it does not take to the xp kernel;
+the chosen kernel is bound directly, with no layer of this module left at run time.
+"""
+from __future__ import annotations
+
+import functools
+
+import numba
+import numpy as np
+
+from backends.numpy.jit.depthwise import conv as depthwise_conv
+from backends.numpy.jit.support import JIT, floats
+from portable.backend import PreparedKernel
+from portable.ops.conv import window_geometry
+
+# Multiply-adds (counting the discarded wide columns) up to which the loop runs a Conv.
+# Measured on 2 shared cores (load ~10), one thread, against the xp kernel with its views kept
+# (pad, im2col, sgemm): the loop is 2.2x faster at 1.2e4 (4 channels, 8x8), 1.1x at 1.7e5
+# (8 channels, 16x16), and level (0.9-1.1x) from 6.6e5 to 3e6 (16-64 channels), where the
+# GEMM's arithmetic outweighs its copies: the loop stops while it still clearly wins.
+SMALL_WORK = 1 << 18
+
+
+@numba.njit(**JIT)
+def conv_small(x, w, bias, y, g):
+    """y = bias + Conv(x, w) at stride 1, for any layout of ``x`` and ``y``. ``g`` is (kh, kw,
+    dh, dw, head_h, head_w), heads >= 0 (Conv pads are); the tails follow from the shapes."""
+    kh, kw, dh, dw, ph, pw = g
+    n, c, height, width = x.shape
+    m = w.shape[0]
+    rows, cols = y.shape[2], y.shape[3]
+    tall = rows + (kh - 1) * dh  # the padded image's size: exactly what the windows reach
+    wide = cols + (kw - 1) * dw
+    run = (rows - 1) * wide + cols  # one kernel offset's reads, output row by output row
+    padded = np.zeros((c, tall * wide), x.dtype)
+    out = np.empty(run, x.dtype)
+    bottom = min(height, tall - ph)  # the input rows and columns that land inside it (all
+    right = min(width, wide - pw)  # of them at stride 1; kept safe should a tail crop)
+    for i in range(n):
+        for ch in range(c):  # the borders stay zero: every image writes the same interior
+            for r in range(bottom):
+                base = (r + ph) * wide + pw
+                for q in range(right):
+                    padded[ch, base + q] = x[i, ch, r, q]
+        for o in range(m):
+            out[:] = bias[o]
+            for k in range(c):
+                plane = padded[k]
+                for jh in range(kh):
+                    for jw in range(kw):
+                        weight = w[o, k, jh, jw]
+                        shift = jh * dh * wide + jw * dw
+                        for t in range(run):
+                            out[np.uint64(t)] += weight * plane[np.uint64(shift + t)]
+            for r in range(rows):
+                for q in range(cols):
+                    y[i, o, r, q] = out[r * wide + q]
+
+
+def _prepare_small(input_types, output_types, attrs):
+    """(bias when absent, geometry) for a Conv the loop takes, else None."""
+    x, w, y = input_types[0], input_types[1], output_types[0]
+    bias = input_types[2] if len(input_types) > 2 else None
+    if not (floats(x, w, y) and (bias is None or bias.dtype == x.dtype)
+            and attrs["group"] == 1):
+        return None
+    geom = window_geometry(x.shape[2:], w.shape[2:], attrs)
+    if any(s != 1 for s in geom.strides):
+        return None
+    tail = geom.fit_tail(x.shape[2:])
+    if not (any(h > 0 for h in geom.head) or any(t > 0 for t in tail)):
+        return None
+    rows, cols = geom.out
+    wide = cols + (geom.kernel[1] - 1) * geom.dilations[1]
+    work = x.shape[0] * w.shape[0] * x.shape[1] * geom.kernel[0] * geom.kernel[1] * rows * wide
+    if work > SMALL_WORK or rows < 1 or cols < 1:
+        return None
+    zeros = np.zeros(w.shape[0], x.dtype)  # (read only: shared by every call)
+    return zeros, (*geom.kernel, *geom.dilations, *geom.head)
+
+
+def _run_small(state, ctx, inputs, outputs, attrs) -> bool:
+    zeros, g = state
+    bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else zeros
+    conv_small(inputs[0], inputs[1], bias, outputs[0], g)
+    return True
+
+
+def _with_bias(state, ctx, inputs, outputs, attrs) -> None:
+    """A plan step's call when the step has a bias (its arrays are fixed by the plan)."""
+    conv_small(inputs[0], inputs[1], inputs[2], outputs[0], state[1])
+
+
+def _without_bias(state, ctx, inputs, outputs, attrs) -> None:
+    conv_small(inputs[0], inputs[1], state[0], outputs[0], state[1])
+
+
+def _run(planned, ctx, inputs, outputs, attrs):
+    small, other = planned
+    if other is not None:
+        return other(ctx, inputs, outputs, attrs)
+    _run_small(small, ctx, inputs, outputs, attrs)
+    return None
+
+
+class _Tiers(PreparedKernel):
+    """Conv: this loop where it applies, else the depthwise kernel (itself the xp kernel
+    where its loop does not apply). ``bind`` hands back the chosen tier's own call, so a
+    plan step runs it without this class in between."""
+
+    def __init__(self) -> None:
+        super().__init__(_run, self._plan)
+        self.__name__ = self.__qualname__ = "conv"
+        self.fallback = depthwise_conv.fallback
+        if getattr(depthwise_conv, "workspace", None) is not None:
+            self.workspace = depthwise_conv.workspace
+
+    @staticmethod
+    def _plan(backend, input_types, output_types, attrs):
+        small = _prepare_small(input_types, output_types, attrs)
+        if small is not None:
+            return small, None
+        return None, depthwise_conv.bind(backend, input_types, output_types, attrs)
+
+    def bind(self, backend, input_types, output_types, attrs):
+        small, other = self._plan(backend, input_types, output_types, attrs)
+        if other is not None:
+            return other
+        conv_small(*(np.zeros(t.shape, t.dtype) for t in input_types[:2]),
+                   small[0], np.zeros(output_types[0].shape, output_types[0].dtype),
+                   small[1])  # compiled (or loaded from disk) while planning
+        biased = len(input_types) > 2 and input_types[2] is not None
+        return functools.partial(_with_bias if biased else _without_bias, small)
+
+    # What the tests call the compiled kernel without its xp fallback: either loop.
+    @staticmethod
+    def compiled_prepare(input_types, output_types, attrs):
+        small = _prepare_small(input_types, output_types, attrs)
+        if small is not None:
+            return small, None
+        other = depthwise_conv.compiled_prepare(input_types, output_types, attrs)
+        return None if other is None else (None, other)
+
+    @staticmethod
+    def compiled_run(state, ctx, inputs, outputs, attrs) -> bool:
+        small, other = state
+        if small is not None:
+            return _run_small(small, ctx, inputs, outputs, attrs)
+        return depthwise_conv.compiled_run(other, ctx, inputs, outputs, attrs)
+
+
+conv = _Tiers()
+
+kernels = {"Conv": conv}
