@@ -282,7 +282,8 @@ class Engine(ABC):
 
     def _normalize(self, fn: object, reads: Iterable[Var], writes: Iterable[Var],
                    name: str) -> tuple[tuple[Var, ...], tuple[Var, ...], tuple[Var, ...]]:
-        """Validate push arguments.
+        """Validate push arguments. This runs on every imperative op: the common case (a var
+        or two each, all ours, no repeats) takes one pass per list, without a set.
 
         Returns:
             ``(reads, dep_reads, writes)``: the declared reads (deduplicated, used to decide
@@ -293,29 +294,37 @@ class Engine(ABC):
         if not callable(fn):
             raise EngineError(f"push of op {name!r}: fn must be a zero-argument callable, "
                               f"got {type(fn).__name__}")
-        writes_t = self._checked(writes)
-        reads_t = self._checked(reads)
-        if writes_t and reads_t:
-            written = set(writes_t)
-            dep_reads = tuple(v for v in reads_t if v not in written)
-        else:
-            dep_reads = reads_t
-        return reads_t, dep_reads, writes_t
-
-    def _checked(self, vars_: Iterable[Var]) -> tuple[Var, ...]:
-        """``vars_`` deduplicated in order, each checked to be one of this engine's vars. The
-        common case (a var or two, all ours, no repeats) takes one pass without a dict: this
-        runs on every imperative op."""
-        vars_ = tuple(vars_)
-        for v in vars_:
+        reads_t, writes_t = tuple(reads), tuple(writes)
+        for v in writes_t:
             if not isinstance(v, Var) or v._owner is not self:
                 self._check_var(v)  # raises, naming the var and why
-        if len(vars_) > 1 and len(set(vars_)) < len(vars_):
-            return tuple(dict.fromkeys(vars_))
-        return vars_
+        for v in reads_t:
+            if not isinstance(v, Var) or v._owner is not self:
+                self._check_var(v)
+        if len(reads_t) > 1 and (len(reads_t) > 2 or reads_t[0] is reads_t[1]):
+            reads_t = _unique(reads_t)  # (x + x reads one var twice)
+        if not writes_t or not reads_t:
+            return reads_t, reads_t, writes_t
+        if len(writes_t) == 1:  # (an op with one output: one membership test)
+            written = writes_t[0]
+            if written not in reads_t:
+                return reads_t, reads_t, writes_t
+            return reads_t, tuple([v for v in reads_t if v is not written]), writes_t
+        writes_t = _unique(writes_t)
+        written = set(writes_t)
+        return reads_t, tuple([v for v in reads_t if v not in written]), writes_t
 
     @staticmethod
     def _refuse_deleted(vars_: Iterable[Var], name: str) -> None:
         for v in vars_:
             if v._deleted:
                 raise EngineError(f"push of op {name!r}: {v!r} was deleted with delete_var")
+
+
+def _unique(vars_: tuple[Var, ...]) -> tuple[Var, ...]:
+    """``vars_`` without repeats, in order."""
+    if len(vars_) == 2:
+        return vars_ if vars_[0] is not vars_[1] else vars_[:1]
+    if len(set(vars_)) < len(vars_):
+        return tuple(dict.fromkeys(vars_))
+    return vars_

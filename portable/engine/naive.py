@@ -41,15 +41,21 @@ class NaiveEngine(Engine):
         """Run ``fn()`` now; see :meth:`Engine.push`. ``device`` and ``priority`` are ignored."""
         if not callable(fn):
             self._normalize(fn, reads, writes, name)  # raises, naming the op
-        reads_t, writes_t = self._checked(reads), self._checked(writes)
+        # One pass per list, under the lock, checks and reads each var: repeats need no removal
+        # here (nothing is queued), and this runs on every imperative op.
+        reads_t, writes_t = tuple(reads), tuple(writes)
         with self._lock:
             failure = None
             for v in reads_t:
+                if not isinstance(v, Var) or v._owner is not self:
+                    self._check_var(v)  # raises, naming the var and why
                 if v._deleted:
                     self._refuse_deleted(reads_t, name)
-                if v._failure is not None and failure is None:
+                if failure is None:
                     failure = v._failure
             for v in writes_t:
+                if not isinstance(v, Var) or v._owner is not self:
+                    self._check_var(v)
                 if v._deleted:
                     self._refuse_deleted(writes_t, name)
             if failure is not None:

@@ -30,8 +30,10 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
+from threading import get_ident
 
-from portable.engine.base import INLINE, Engine, OpFailure, PendingOp, Var, raise_failure
+from portable.engine.base import (INLINE, Engine, OpFailure, PendingOp, Var, _var_ids,
+                                  raise_failure)
 from portable.errors import EngineError
 
 _WAITING, _READY, _RUNNING = "waiting", "ready", "running"
@@ -45,19 +47,29 @@ class ThreadedVar(Var):
     __slots__ = ("_queue", "_active_reads", "_writing")
 
     def __init__(self, name: str, owner: Engine) -> None:
-        super().__init__(name, owner)
+        # Var.__init__'s fields set here, without the call: a var is made per array.
+        self.name = name
+        self.id = next(_var_ids)
+        self._owner = owner
+        self._failure = None
+        self._deleted = False
         self._queue: deque[tuple[_Op, bool]] = deque()  # ungranted (op, is_write), push order
         self._active_reads = 0
         self._writing = False
 
 
-class _Op:
-    __slots__ = ("fn", "name", "reads", "dep_reads", "writes", "device", "priority", "kind",
-                 "seq", "waiting", "state", "failure", "done", "cond", "asynchronous")
+_GRANTED: frozenset = frozenset()  # the ``waiting`` of an op none of whose requests waits
 
-    def __init__(self, fn: Callable[[], object] | None, name: str, reads: tuple[Var, ...],
+
+class _Op:
+    """A pushed op. Only what every op needs is set here: one is made per imperative op."""
+
+    __slots__ = ("fn", "name", "reads", "dep_reads", "writes", "device", "priority", "kind",
+                 "seq", "waiting", "state", "asynchronous")
+
+    def __init__(self, fn: Callable | None, name: str, reads: tuple[Var, ...],
                  dep_reads: tuple[Var, ...], writes: tuple[Var, ...], device: Hashable,
-                 priority: int, kind: int) -> None:
+                 priority: int, kind: int, asynchronous: bool = False) -> None:
         self.fn = fn
         self.name = name
         self.reads = reads          # declared reads: decide whether a failure is inherited
@@ -66,13 +78,23 @@ class _Op:
         self.device = device
         self.priority = priority
         self.kind = kind
-        self.seq = 0
-        self.waiting: set[Var] = set()  # vars whose request is not granted yet
+        self.asynchronous = asynchronous  # push_async: finished by on_complete, not by fn
+        self.waiting: set[Var] | frozenset = _GRANTED  # vars whose request waits (_submit)
         self.state = _WAITING
+        # seq: set by _submit
+
+
+class _VarOp(_Op):
+    """An internal op on one var (``wait_for_var``'s, ``delete_var``'s): never runs a fn."""
+
+    __slots__ = ("failure", "done", "cond")
+
+    def __init__(self, name: str, var: Var, kind: int,
+                 cond: threading.Condition | None = None) -> None:
+        super().__init__(None, name, (), (), (var,), None, 0, kind)
         self.failure: OpFailure | None = None  # _SYNC: the var's state when it completed
         self.done = False
-        self.cond: threading.Condition | None = None
-        self.asynchronous = False  # push_async: finished by on_complete, not by fn returning
+        self.cond = cond  # notified when done (a waiter's)
 
 
 class _DeviceQueue:
@@ -90,7 +112,6 @@ class _WorkerState(threading.local):
 
     in_op = False      # running one of this engine's ops (a worker, or an inline op)
     queue = None       # the device queue a worker serves
-    inlining = False   # inside _run_inline (nested calls leave the ops to the outer loop)
 
 
 def _env_int(var: str, default: int) -> int:
@@ -168,6 +189,10 @@ class ThreadedEngine(Engine):
         self._failures: list[tuple[int, OpFailure]] = []  # (seq, failure) since last wait_all
         self._local = _WorkerState()
         self._inline: list[_Op] = []          # ready INLINE ops not started yet
+        # Threads inside _run_inline (nested calls leave the ops to the outer loop). A set of
+        # thread ids, not a thread-local flag: it is read and written on every inline op, and
+        # each thread only adds and removes its own id.
+        self._inlining: set[int] = set()
         self._stopped = False
 
     # -- public API ----------------------------------------------------------------------
@@ -183,27 +208,23 @@ class ThreadedEngine(Engine):
 
         Blocks while ``max_pending`` ops are unfinished, unless called from inside an op.
         """
-        self._push(_Op(None, name, (), (), (), device, priority, _USER), fn, reads, writes)
+        reads_t, dep_reads, writes_t = self._normalize(fn, reads, writes, name)
+        self._push(_Op(fn, name, reads_t, dep_reads, writes_t, device, priority, _USER))
 
     def push_async(self, fn: Callable[[Callable[..., None]], object], reads: Iterable[Var] = (),
                    writes: Iterable[Var] = (), device: Hashable = None, priority: int = 0,
                    name: str = "op") -> None:
         """Queue ``fn(on_complete)``; the op holds its vars until ``on_complete`` is called
         (from any thread), not until ``fn`` returns; see :meth:`Engine.push_async`."""
-        op = _Op(None, name, (), (), (), device, priority, _USER)
-        op.asynchronous = True
-        self._push(op, fn, reads, writes)
-
-    def _push(self, op: _Op, fn: Callable, reads: Iterable[Var], writes: Iterable[Var]) -> None:
-        name = op.name
         reads_t, dep_reads, writes_t = self._normalize(fn, reads, writes, name)
-        op.fn, op.reads, op.dep_reads, op.writes = fn, reads_t, dep_reads, writes_t
-        local = self._local
-        bypass_bound = local.in_op
+        self._push(_Op(fn, name, reads_t, dep_reads, writes_t, device, priority, _USER, True))
+
+    def _push(self, op: _Op) -> None:
         ops = None
         with self._lock:
-            self._refuse_if_stopped("push")
-            if not bypass_bound and self._num_pending >= self._max_pending:
+            if self._stopped:
+                self._refuse_if_stopped("push")
+            if self._num_pending >= self._max_pending and not self._local.in_op:
                 self._push_waiters += 1
                 try:
                     while self._num_pending >= self._max_pending and not self._stopped:
@@ -213,14 +234,20 @@ class ThreadedEngine(Engine):
                 self._refuse_if_stopped("push")
             # Checked under the lock: a var deleted concurrently must not get a request
             # queued behind its delete op, which would never be granted.
-            self._refuse_deleted(reads_t, name)
-            self._refuse_deleted(writes_t, name)
+            for v in op.reads:
+                if v._deleted:
+                    self._refuse_deleted(op.reads, op.name)
+            for v in op.writes:
+                if v._deleted:
+                    self._refuse_deleted(op.writes, op.name)
             self._num_pending += 1
             self._submit(op)
-            if self._inline and not local.inlining:  # (taken now: saves a lock round)
-                ops, self._inline = self._inline, []
+            if self._inline:  # (taken now: saves a lock round)
+                thread = get_ident()
+                if thread not in self._inlining:
+                    ops, self._inline = self._inline, []
         if ops:
-            self._run_inline(ops)
+            self._run_inline(ops, thread)
 
     def wait_for_var(self, var: Var) -> None:
         """Block until all ops pushed so far that use ``var`` finished; see the base class.
@@ -234,8 +261,7 @@ class ThreadedEngine(Engine):
         """
         var = self._check_var(var)
         self._refuse_in_op("wait_for_var")
-        op = _Op(None, f"wait_for_var({var.name!r})", (), (), (var,), None, 0, _SYNC)
-        op.cond = threading.Condition(self._lock)
+        op = _VarOp(f"wait_for_var({var.name!r})", var, _SYNC, threading.Condition(self._lock))
         with self._lock:
             self._refuse_if_stopped("wait_for_var")
             if var._deleted:
@@ -275,8 +301,7 @@ class ThreadedEngine(Engine):
             if var._deleted:
                 raise EngineError(f"delete_var: {var!r} was already deleted")
             var._deleted = True
-            self._submit(_Op(None, f"delete_var({var.name!r})", (), (), (var,), None, 0,
-                             _DELETE))
+            self._submit(_VarOp(f"delete_var({var.name!r})", var, _DELETE))
         self._run_inline()
 
     def idle_worker(self) -> bool:
@@ -311,7 +336,7 @@ class ThreadedEngine(Engine):
             for queue in self._queues.values():
                 queue.cond.notify_all()
             for op in self._live.values():
-                if op.cond is not None:
+                if op.kind == _SYNC:
                     op.cond.notify_all()
             self._not_full.notify_all()
             self._idle.notify_all()
@@ -335,23 +360,32 @@ class ThreadedEngine(Engine):
 
     def _submit(self, op: _Op) -> None:
         """Queue the requests of a new op; grant at once those nothing precedes."""
-        self._seq += 1
-        op.seq = self._seq
-        self._live[op.seq] = op
-        waiting = op.waiting
+        self._seq = seq = self._seq + 1
+        op.seq = seq
+        self._live[seq] = op
+        waiting = None  # (a set only for an op that waits: most imperative ops do not)
         for v in op.dep_reads:
             if v._writing or v._queue:
                 v._queue.append((op, False))
+                if waiting is None:
+                    waiting = op.waiting = set()
                 waiting.add(v)
             else:
                 v._active_reads += 1
         for v in op.writes:
             if v._writing or v._active_reads or v._queue:
                 v._queue.append((op, True))
+                if waiting is None:
+                    waiting = op.waiting = set()
                 waiting.add(v)
             else:
                 v._writing = True
-        if not waiting:
+        if waiting is not None:
+            return
+        if op.kind == _USER and op.device == INLINE:  # (ready at push: the common small op)
+            op.state = _RUNNING
+            self._inline.append(op)
+        else:
             self._schedule([op])
 
     def _advance(self, v: ThreadedVar, ready: list[_Op]) -> None:
@@ -376,12 +410,16 @@ class ThreadedEngine(Engine):
             if not op.waiting:
                 ready.append(op)
 
-    def _release(self, op: _Op, ready: list[_Op]) -> None:
+    def _release(self, op: _Op, ready: list[_Op], failure: OpFailure | None = None) -> None:
+        """Release ``op``'s grants, storing ``failure`` (its outcome) on the vars it writes;
+        ops whose last request this grants go to ``ready``."""
         for v in op.dep_reads:
             v._active_reads -= 1
             if not v._active_reads and v._queue:
                 self._advance(v, ready)
         for v in op.writes:
+            # (Set before the caller schedules ``ready``: a wait granted here reads it.)
+            v._failure = failure
             v._writing = False
             if v._queue:
                 self._advance(v, ready)
@@ -402,10 +440,8 @@ class ThreadedEngine(Engine):
                 continue
             var = op.writes[0]
             if op.kind == _SYNC:
-                op.failure = var._failure
-            else:  # _DELETE: nothing can queue behind it, drop what the var holds
-                var._failure = None
-            self._release(op, ready)
+                op.failure = var._failure  # (and _release puts it back)
+            self._release(op, ready, op.failure)  # _DELETE: drop what the var holds
             del self._live[op.seq]
             op.done = True
             if op.cond is not None:
@@ -415,10 +451,8 @@ class ThreadedEngine(Engine):
         """Record a finished user op's outcome and release its vars."""
         if failure is not None and failure.hops == 0:
             self._failures.append((op.seq, failure))  # raised by this op, not inherited
-        for v in op.writes:
-            v._failure = failure
         ready: list[_Op] = []
-        self._release(op, ready)
+        self._release(op, ready, failure)
         del self._live[op.seq]
         op.fn = None  # drop the closure (and the arrays it holds) now
         self._num_pending -= 1
@@ -474,28 +508,41 @@ class ThreadedEngine(Engine):
             if failure is _DEFERRED:
                 op = None  # its on_complete finishes it
 
-    def _run_inline(self, ops: list | None = None) -> None:
+    def _run_inline(self, ops: list | None = None, thread: int | None = None) -> None:
         """Start the INLINE ops that became ready, in this thread, outside the lock. Every
         thread that may ready ops calls this after releasing the lock, so none is left behind;
-        a nested call (an inline op completing at once) leaves them to the outer loop."""
+        a nested call (an inline op completing at once) leaves them to the outer loop.
+
+        Args:
+            ops: Ops already taken off the list (by ``_push``, with ``thread``: this thread's
+                id, which it found outside ``_inlining``); None: take them here.
+        """
         if ops is None:
-            if not self._inline or self._local.inlining:
+            thread = get_ident()
+            if not self._inline or thread in self._inlining:
                 return
             with self._lock:
                 ops, self._inline = self._inline, []
-        self._local.inlining = True
+        inlining = self._inlining
+        inlining.add(thread)
         try:
             while ops:
                 # The ops of one batch were ready together, so none waits for another: run
                 # them all, then record them and take the next batch under one lock.
-                outcomes = [(op, self._execute(op)) for op in ops]
+                if len(ops) == 1:  # (the common case: the op just pushed)
+                    op = ops[0]
+                    outcomes = ((op, self._execute(op)),)
+                else:
+                    outcomes = [(op, self._execute(op)) for op in ops]
                 with self._lock:
                     for op, failure in outcomes:
                         if failure is not _DEFERRED:
                             self._complete(op, failure)
-                    ops, self._inline = self._inline, []
+                    ops = self._inline
+                    if ops:
+                        self._inline = []
         finally:
-            self._local.inlining = False
+            inlining.discard(thread)
 
     def _execute(self, op: _Op) -> OpFailure | None:
         """Run one op outside the lock; never raises, so a worker never dies. An asynchronous

@@ -22,9 +22,12 @@ from portable.ops import registry
 from portable.ops.naming import generate, mxnet_attributes, place_keyword_inputs
 
 
-# (type, value, dtype, device, engine) -> the constant NDArray a Python scalar operand becomes: made
-# once, as a new array per ``x + 1`` cost a fifth of a tiny op. Kernels never write their
-# inputs, and the arrays never reach the user, so sharing them is safe.
+# (type, value, dtype, device's id, engine) -> the constant NDArray a Python scalar operand
+# becomes: made once, as a new array per ``x + 1`` cost a fifth of a tiny op. Kernels never
+# write their inputs, and the arrays never reach the user, so sharing them is safe. An array's
+# Device is the one instance kept for its device (``ndarray.kept_device``): its id names the
+# device without hashing the dataclass, and the cached array holds it, so no other object can
+# take the id while the entry lives.
 _scalars: dict[Any, NDArray] = {}
 _SCALAR_TYPES = (int, float, bool)
 
@@ -33,7 +36,7 @@ def _as_input(value: Any, like: NDArray | None) -> Any:
     if value is None or isinstance(value, NDArray):
         return value
     if like is not None and type(value) in _SCALAR_TYPES:
-        key = (type(value), value, like._data.dtype, like._device, get_engine())
+        key = (type(value), value, like._data.dtype, id(like._device), get_engine())
         cached = _scalars.get(key)
         if cached is None:
             if len(_scalars) >= 1024:  # (NaN never matches itself: keep the table bounded)

@@ -10,7 +10,6 @@ engine var, as MXNet's reshape does. While autograd records, each call is put on
 from __future__ import annotations
 
 import math
-import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -21,7 +20,7 @@ from portable.engine import get_engine
 from portable.engine.base import INLINE, INLINE_ELEMENTS
 from portable.errors import BackendError, PortableError, ShapeError
 from portable.ir.graph import Node, TensorType
-from portable.ndarray.ndarray import NDArray, array
+from portable.ndarray.ndarray import NDArray, array, kept_device
 from portable.ops import registry
 
 # (op, attrs, input types) -> (output types, resolved attrs), for calls whose rule read no value
@@ -224,20 +223,33 @@ class _PlainCall:
     dtypes) resolves to but its arrays, for the calls that need nothing else: no ``out=``, no
     training mode, no view, a type rule that read no input value."""
 
-    __slots__ = ("op", "attrs", "count", "alloc", "declared", "inline", "types", "kernels")
+    __slots__ = ("op", "attrs", "count", "alloc", "single", "pad", "inline", "types", "kernels",
+                 "node", "last")
 
-    def __init__(self, op, attrs, count, alloc, declared, inline, types) -> None:
+    def __init__(self, op_name, op, attrs, count, alloc, declared, inline, types) -> None:
         self.op, self.attrs, self.count, self.alloc = op, attrs, count, alloc
-        self.declared, self.inline = declared, inline
+        # The common call: one output, allocated (its shape and dtype), else None.
+        self.single = alloc[0] if count == 1 and alloc[0] is not None else None
+        self.pad = max(0, declared - count)  # outputs the kernel writes that nobody asked for
+        self.inline = inline
         self.types = types      # (input types, output types) for the kernel's plan-time part
-        self.kernels = {}       # backend -> its kernel, prepared for this signature
+        self.kernels = {}       # backend -> (its kernel prepared for this signature, contexts)
+        self.node = _kernel_node(op_name)
+        # (device, backend, kernel, contexts) of the last call: a run of calls on one device
+        # (the usual case) finds them by the device's identity (see ndarray.kept_device).
+        self.last = (None,)
 
-    def kernel(self, op_name: str, backend) -> Any:
-        kernel = self.kernels.get(backend)
-        if kernel is None:
-            kernel = self.kernels[backend] = bound_kernel(
-                backend.kernel(op_name), backend, self.types[0], self.types[1], self.attrs)
-        return kernel
+    def on(self, op_name: str, device) -> tuple:
+        """``(device, backend, kernel, contexts)`` for a call on ``device``; the kernel is
+        prepared for this signature on the device's backend's first call."""
+        backend = device.backend
+        bound = self.kernels.get(backend)
+        if bound is None:
+            kernel = bound_kernel(backend.kernel(op_name), backend, self.types[0],
+                                  self.types[1], self.attrs)
+            bound = self.kernels[backend] = (kernel, _free_contexts(backend))
+        last = self.last = (device, backend) + bound
+        return last
 
 
 # (op, attrs, num_outputs, input shapes and dtypes) -> _PlainCall, or False for calls that
@@ -261,19 +273,61 @@ def _plain_call(key: Any, op_name: str, inputs: Sequence[Any], attrs: dict,
     inline = op.fusion != "opaque" and all(
         a is None or math.prod(a[0]) <= INLINE_ELEMENTS for a in alloc)
     in_types = [None if x is None else TensorType(x.shape, x.dtype) for x in inputs]
-    return _PlainCall(op, resolved, count, alloc, len(out_types), inline, (in_types, out_types))
+    return _PlainCall(op_name, op, resolved, count, alloc, len(out_types), inline,
+                      (in_types, out_types))
 
 
 def _run_plain(call: _PlainCall, op_name: str, inputs: Sequence[Any]) -> Any:
-    device = _common_device(op_name, inputs)
-    backend = device.backend
-    outputs = [None if a is None else NDArray(backend.empty(a[0], a[1]), device)
-               for a in call.alloc]
-    _push_kernel(op_name, call.op, backend, device, inputs, outputs, call.attrs, call.declared,
-                 inline=call.inline, kernel=call.kernel(op_name, backend))
+    """Run a call of a known signature: allocate its outputs and push its kernel, with what
+    the signature fixed (types, attributes, prepared kernel, inline or not) taken as given."""
+    device = None
+    for x in inputs:  # (arrays keep one Device instance per device: identity is the rule)
+        if x is not None:
+            if device is None:
+                device = x._device
+            elif x._device is not device:
+                device = _common_device(op_name, inputs)  # raises, naming the devices
+                break
+    if device is None:  # (no inputs: the default device)
+        device = kept_device(_common_device(op_name, inputs))
+    last = call.last
+    if last[0] is not device:
+        last = call.on(op_name, device)
+    backend, kernel, free = last[1], last[2], last[3]
+    engine = get_engine()
+    single = call.single
+    if single is not None:
+        data = backend.empty(single[0], single[1])
+        var = engine.new_var("ndarray")
+        result = NDArray(data, device, var)
+        out_data, writes = [data], [var]
+    else:
+        outputs, out_data, writes = [], [], []
+        for alloc in call.alloc:
+            if alloc is None:
+                outputs.append(None)
+                out_data.append(None)
+            else:
+                data = backend.empty(alloc[0], alloc[1])
+                var = engine.new_var("ndarray")
+                outputs.append(NDArray(data, device, var))
+                out_data.append(data)
+                writes.append(var)
+        result = outputs[0] if call.count == 1 else tuple(outputs)
+    if call.pad:
+        out_data += [None] * call.pad
+    reads = [x._var for x in inputs if x is not None]
+    if call.op.random:  # (one generator: its draws follow push order)
+        reads.append(rng_var())
+        writes.append(rng_var())
+    _launch(engine, op_name, call.node, kernel, backend, free,
+            INLINE if call.inline else device,
+            [None if x is None else x._data for x in inputs], out_data, call.attrs, reads,
+            writes)
     if tape.is_recording():
-        tape.record_op(op_name, call.op, call.attrs, inputs, outputs)
-    return outputs[0] if call.count == 1 else tuple(outputs)
+        tape.record_op(op_name, call.op, call.attrs, inputs,
+                       [result] if single is not None else outputs)
+    return result
 
 
 def default_output_count(op: registry.OpDef, out_types: list) -> int:
@@ -285,10 +339,9 @@ def default_output_count(op: registry.OpDef, out_types: list) -> int:
     return len([t for t in out_types if t is not None]) or 1
 
 
-def _push_kernel(op_name, op, backend, device, inputs, outputs, attrs, declared_outputs,
-                 inline=None, kernel=None):
-    kernel = kernel or backend.kernel(op_name)
-    in_data = [None if x is None else x._data for x in inputs]
+def _push_kernel(op_name, op, backend, device, inputs, outputs, attrs, declared_outputs):
+    """Push the kernel of a call that took the general path (see ``_run_plain`` for the
+    others)."""
     out_data = [None if o is None else o._data for o in outputs]
     out_data += [None] * max(0, declared_outputs - len(outputs))
     reads = [x._var for x in inputs if x is not None]
@@ -296,52 +349,61 @@ def _push_kernel(op_name, op, backend, device, inputs, outputs, attrs, declared_
     if op.random:
         reads.append(rng_var())
         writes.append(rng_var())
-    node = _kernel_nodes.get(op_name)
-    if node is None:
-        node = _kernel_nodes[op_name] = Node(op_name, (), (), {}, name=op_name)
+    # A small elementwise or reduction op is cheaper to run than to hand to a worker: it runs
+    # in the thread that makes it ready (at once, here, when its inputs are), keeping the
+    # engine's order and deferred errors (the engine's INLINE device).
+    if op.fusion != "opaque" and _small(out_data):
+        device = INLINE
+    # An input that is also the output (out=x) is listed in both: an in-place update; the
+    # engine removes duplicates.
+    _launch(get_engine(), op_name, _kernel_node(op_name), backend.kernel(op_name), backend,
+            _free_contexts(backend), device, [None if x is None else x._data for x in inputs],
+            out_data, attrs, reads, writes)
 
+
+def _launch(engine, op_name, node, kernel, backend, free, device, in_data, out_data, attrs,
+            reads, writes) -> None:
+    """Push one kernel call on its arrays' vars; ``free``: its backend's idle contexts."""
     def run() -> None:
-        free = _free_contexts(backend)
-        ctx = free.pop() if free else KernelContext(backend.xp, None, backend)
-        ctx.rng, ctx.node, ctx.workspace = random.generator(), node, {}
+        try:
+            ctx = free.pop()  # (atomic: another thread may take the last one first)
+        except IndexError:
+            ctx = KernelContext(backend.xp, None, backend)
+        ctx.rng, ctx.node = random.generator(), node
+        if ctx.workspace:  # (a kernel filled it: the next call starts empty)
+            ctx.workspace = {}
         started = profiler.op_started()
         kernel(ctx, in_data, out_data, attrs)
         if started:
             profiler.op_finished(op_name, started)
         free.append(ctx)  # (not after a failure: a kernel may have kept it)
 
-    # A small elementwise or reduction op is cheaper to run than to hand to a worker: it runs
-    # in the thread that makes it ready (at once, here, when its inputs are), keeping the
-    # engine's order and deferred errors (the engine's INLINE device).
-    if inline if inline is not None else (op.fusion != "opaque" and _small(out_data)):
-        device = INLINE
-    # An input that is also the output (out=x) is listed in both: an in-place update; the
-    # engine removes duplicates.
-    get_engine().push(run, reads=reads, writes=writes, device=device, name=op_name)
+    engine.push(run, reads, writes, device, 0, op_name)
 
 
-class _Contexts(threading.local):
-    free = None  # backend -> idle kernel contexts of this thread (a class default: see below)
-
-
-_contexts = _Contexts()
+def _kernel_node(op_name: str) -> Node:
+    """The Node a kernel sees in its context (for its error messages), one per op."""
+    node = _kernel_nodes.get(op_name)
+    if node is None:
+        node = _kernel_nodes[op_name] = Node(op_name, (), (), {}, name=op_name)
+    return node
 
 
 def _small(outputs: list) -> bool:
     return all(a is None or a.size <= INLINE_ELEMENTS for a in outputs)
 
 
+# backend -> its idle kernel contexts. Making a context per op cost more than a tiny kernel. A
+# context in use is off the list (list.pop and append are atomic), so no two running kernels,
+# in one thread (a custom op's forward invoking ops) or in several, ever share one.
+_contexts: dict[Any, list] = {}
+
+
 def _free_contexts(backend) -> list:
-    """This thread's idle kernel contexts for ``backend``. Making a context per op cost more
-    than a tiny kernel; a context in use is taken off the list, so a kernel that invokes ops
-    (a custom op's forward) never shares its context with them. Each call gets an empty
-    workspace: no scratch outlives the call that took it."""
-    table = _contexts.free
-    if table is None:
-        table = _contexts.free = {}
-    free = table.get(backend)
+    """The list of ``backend``'s idle kernel contexts."""
+    free = _contexts.get(backend)
     if free is None:
-        free = table[backend] = []
+        free = _contexts.setdefault(backend, [])
     return free
 
 

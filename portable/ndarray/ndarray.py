@@ -22,6 +22,21 @@ from portable.engine import get_engine
 from portable.engine.base import INLINE, INLINE_ELEMENTS
 
 
+# One Device instance per device for every array (``cpu()`` makes a new one per call): the op
+# path then tells "same device" by identity and keys caches by it, where comparing or hashing
+# a Device (a dataclass) would cost about as much as a tiny kernel.
+_kept: dict[Device, Device] = {}
+_kept_ids: set[int] = set()  # ids of _kept's values, which live as long as the process
+
+
+def kept_device(spec: "Device | str | None") -> Device:
+    """The one Device instance that arrays on the device ``spec`` names keep."""
+    device = as_device(spec)
+    kept = _kept.setdefault(device, device)
+    _kept_ids.add(id(kept))
+    return kept
+
+
 class NDArray:
     """A multi-dimensional array on a device.
 
@@ -36,7 +51,7 @@ class NDArray:
 
     def __init__(self, data: Any, device: Device | None = None, var: Any = None) -> None:
         self._data = data
-        self._device = as_device(device)
+        self._device = device if id(device) in _kept_ids else kept_device(device)
         self._var = var if var is not None else get_engine().new_var("ndarray")
         self._host_value = None  # set for small constants so type rules need not wait
         self._grad = None
