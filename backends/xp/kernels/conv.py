@@ -3,8 +3,9 @@
 Conv is one ``matmul`` call per node on an im2col copy made through one strided view, batched
 over images and groups (a depthwise Conv is the case of one input channel per group: a batch
 of small GEMMs, no per-channel loop); a 1x1 stride-1 unpadded Conv multiplies the input
-directly. Pools and col2im walk the kernel offsets, one strided elementwise op each, and never
-pad. Outputs are the planner's contiguous buffers, so reshaping them gives views the GEMM
+directly. ConvTranspose and ConvGradWeight take their formulation from plans chosen by shape
+(conv_grads.py). Pools and col2im walk the kernel offsets, one strided elementwise op each, and
+never pad. Outputs are the planner's contiguous buffers, so reshaping them gives views the GEMM
 writes into.
 """
 from __future__ import annotations
@@ -13,20 +14,17 @@ import math
 
 import numpy as np
 
-from portable.ops.conv import Geometry, pool_geometry, transpose_geometry, window_attrs
+from portable.ops.conv import Geometry, pool_geometry
 
 from backends.xp.kernels.im2col import (clipped_offsets, input_index, lowest,
                                            padded_windows, reduce_windows, scratch,
                                            window_argmax, window_view)
 from backends.xp.kernels.conv_plan import ConvPlan, is_pointwise
-from backends.xp.kernels.winograd import conv_transpose2d, transpose_tile
+from backends.xp.kernels.winograd import conv_transpose2d
+from backends.xp.kernels.conv_grads import GradWeightPlan, TransposePlan
 from portable.backend import kernel_table
 
 kernels, kernel = kernel_table()
-
-
-def _spatial(shape) -> tuple[int, ...]:
-    return (1,) * (len(shape) - 2)
 
 
 def _into(xp, y, compute) -> None:
@@ -36,11 +34,6 @@ def _into(xp, y, compute) -> None:
     compute(target)
     if target is not y:
         y[...] = target
-
-
-def _add_bias(y, b) -> None:
-    if b is not None:
-        y += b.reshape((1, -1) + _spatial(y.shape))
 
 
 # -- Conv ----------------------------------------------------------------------------------------
@@ -83,57 +76,38 @@ def conv(plan: ConvPlan, ctx, inputs, outputs, attrs):
         y += inputs[2].reshape(plan.bias_shape)
 
 
-# -- ConvTranspose -------------------------------------------------------------------------------
+# -- ConvTranspose and ConvGradWeight (plans in conv_grads.py) -----------------------------------
 
 
-@kernel("ConvTranspose")
-def conv_transpose(ctx, inputs, outputs, attrs):
-    """GEMM to columns (every input element times the whole kernel), then col2im: add each
-    kernel offset's columns into the output elements it reaches (one strided add per offset;
-    what falls into the pads is never computed)."""
-    xp = ctx.xp
+def _prepare_conv_transpose(backend, input_types, output_types, attrs) -> TransposePlan:
+    return TransposePlan(backend, input_types, attrs)
+
+
+@kernel("ConvTranspose", prepare=_prepare_conv_transpose)
+def conv_transpose(plan: TransposePlan, ctx, inputs, outputs, attrs):
+    """ConvTranspose through its plan: the formulation (col2im or, at stride 1, a Conv of the
+    flipped weights; per image or batch-wide) fixed by the shapes at plan time."""
     x, w = inputs[:2]
-    y, group = outputs[0], attrs["group"]
-    n, c = x.shape[:2]
-    in_shape, geom = x.shape[2:], transpose_geometry(x.shape[2:], w.shape[2:], attrs)
-    bias = inputs[2] if len(inputs) > 2 else None
-    if tile := transpose_tile(ctx, x, w, geom, group):  # stride 1 3x3: Conv's dX in training
-        conv_transpose2d(ctx, x, w, geom, tile, y)
-        return _add_bias(y, bias)
-    per_group = w.shape[1] * math.prod(geom.kernel)
-    weights = w.reshape(group, c // group, per_group).transpose(0, 2, 1)
-    cols = scratch(ctx, "columns", (n, group, per_group, math.prod(in_shape)), x.dtype)
-    xp.matmul(weights, x.reshape(n, group, c // group, -1), out=cols)
-    cols = cols.reshape((n, y.shape[1]) + geom.kernel + tuple(in_shape))
-    y[...] = 0 if bias is None else bias.reshape((1, -1) + _spatial(y.shape))
-    for k, windows, index in clipped_offsets(geom, in_shape, y.shape[2:]):
-        y[index] += cols[(slice(None), slice(None)) + k][windows]
+    y = outputs[0]
+    if plan.tile:  # stride 1 3x3 under PORTABLE_WINOGRAD
+        _into(ctx.xp, y, lambda target: conv_transpose2d(ctx, x, w, plan.geom, plan.tile,
+                                                         target))
+    else:
+        _into(ctx.xp, y, lambda target: plan.run(ctx, x, w, target))
+    if len(inputs) > 2 and inputs[2] is not None:
+        y += inputs[2].reshape(plan.bias_shape)
 
 
-# -- ConvGradWeight ------------------------------------------------------------------------------
+def _prepare_conv_grad_weight(backend, input_types, output_types, attrs) -> GradWeightPlan:
+    return GradWeightPlan(backend, input_types, attrs)
 
 
-@kernel("portable.ConvGradWeight")
-def conv_grad_weight(ctx, inputs, outputs, attrs):
+@kernel("portable.ConvGradWeight", prepare=_prepare_conv_grad_weight)
+def conv_grad_weight(plan: GradWeightPlan, ctx, inputs, outputs, attrs):
     """dW = dY (M, N * out) @ columns(X)^T (N * out, C/group * kernel), per group: one GEMM
     that sums over images and windows together."""
-    xp = ctx.xp
     x, dy = inputs
-    group = attrs["group"]
-    kernel_shape = tuple(attrs["kernel_shape"])
-    strides, dilations, head, tail, _ = window_attrs(attrs, kernel_shape)
-    geom = Geometry(kernel_shape, strides, dilations, head, tail, dy.shape[2:])
-    n, c = x.shape[:2]
-    m, rank = dy.shape[1], len(kernel_shape)
-    view = window_view(xp, padded_windows(ctx, x, geom), geom)
-    # (C, *kernel, N, *out): the GEMM's contraction axis (N, out) becomes contiguous.
-    order = (1,) + tuple(range(2, 2 + rank)) + (0,) + tuple(range(2 + rank, 2 + 2 * rank))
-    cols = scratch(ctx, "columns", tuple(view.shape[i] for i in order), x.dtype)
-    cols[...] = view.transpose(order)
-    cols = xp.swapaxes(cols.reshape(group, c // group * math.prod(kernel_shape), -1), 1, 2)
-    grads = xp.ascontiguousarray(xp.swapaxes(dy.reshape(n, m, -1), 0, 1))
-    shape = (group, m // group, -1)
-    _into(xp, outputs[0], lambda dw: xp.matmul(grads.reshape(shape), cols, out=dw.reshape(shape)))
+    _into(ctx.xp, outputs[0], lambda dw: plan.run(ctx, x, dy, dw))
 
 
 # -- pooling -------------------------------------------------------------------------------------

@@ -3,10 +3,11 @@ plan-time part, DESIGN.md section 8), so that a run only copies and multiplies.
 
 A small Conv spent most of its 28-32 us rebuilding its geometry, its padding and its strided
 window view on every call. The plan holds the geometry, the GEMM's shapes and the path
-(pointwise, im2col, Winograd) from the start; the views into the padded input and the column
-buffer are made on the first run and kept while the run hands the same buffers again, which a
-compiled plan does (its scratch and arena are allocated once). Buffers a call allocates itself
-(an imperative call's scratch) are never kept, so no plan holds memory past its call. A kept
+(pointwise, im2col, im2col batch-wide for outputs of at most ``BATCH_POSITIONS`` positions,
+Winograd) from the start; the views into the padded input and the column buffer are made on
+the first run and kept while the run hands the same buffers again, which a compiled plan does
+(its scratch and arena are allocated once). Buffers a call allocates itself (an imperative
+call's scratch) are never kept, so no plan holds memory past its call. A kept
 run then copies the input into the padded copy's interior, the windows into the columns, and
 multiplies: the border is zeroed again only when another layout (a Conv of another padding, a
 MaxPool's -inf) went through the shared padded buffer since (``im2col.border_kept``).
@@ -21,6 +22,45 @@ from portable.ops.conv import Geometry, window_geometry
 from backends.xp.kernels.im2col import (border_kept, interior, mark_border, padded_windows,
                                            padding_layout, scratch, window_view)
 from backends.xp.kernels.winograd import conv2d, tile_size
+
+# Output positions per image up to which GEMMs over several images beat one per image: the
+# per-image GEMM's N dimension is too short for BLAS (benchmarks/conv_grads.py, one thread:
+# ResNet-18's 4x4 layers at batch 32 1.2-1.5x faster; at 8x8 it is a tie or a loss).
+BATCH_POSITIONS = 16
+# Columns of each batch-wide GEMM: wide enough for BLAS, and its product stays small.
+BATCH_COLUMNS = 256
+
+
+def batch_major(rank: int) -> tuple[int, ...]:
+    """The axes of a window view (N, C, *kernel, *out) in the order (C, *kernel, N, *out), in
+    which a batch-wide GEMM's contraction or column axis (N, out) is contiguous."""
+    return (1,) + tuple(range(2, 2 + rank)) + (0,) + tuple(range(2 + rank, 2 + 2 * rank))
+
+
+def batch_conv(ctx, x, weights, geom: Geometry, group: int, y) -> None:
+    """Y = Conv(X, W) (no bias) with GEMMs over several images at once: the im2col copy laid
+    out (C/group * kernel, N * out) per group, multiplied ``BATCH_COLUMNS`` columns (whole
+    images) at a time into a small product (M, images * out) in scratch, which is copied into
+    ``y`` (N, M, *out). Chunks keep that scratch small (the memory plan does not count it) and
+    are wide enough for BLAS to run at full speed. ``weights`` is W as
+    (group, M/group, C/group * prod(kernel))."""
+    xp = ctx.xp
+    n, rank = x.shape[0], len(geom.kernel)
+    m, positions = weights.shape[0] * weights.shape[1], math.prod(geom.out)
+    view = window_view(xp, padded_windows(ctx, x, geom), geom)
+    order = batch_major(rank)
+    cols = scratch(ctx, "columns", tuple(view.shape[i] for i in order), x.dtype)
+    cols[...] = view.transpose(order)
+    cols = cols.reshape(group, weights.shape[2], n * positions)
+    step = min(n, max(1, -(-BATCH_COLUMNS // positions)))  # images per GEMM
+    product = scratch(ctx, "product", (m, step, positions), x.dtype)
+    out = y.reshape(n, m, positions)
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        part = product[:, :stop - start]
+        xp.matmul(weights, cols[:, :, start * positions:stop * positions],
+                  out=part.reshape(group, m // group, -1))
+        out[start:stop] = part.swapaxes(0, 1)
 
 
 def is_pointwise(geom: Geometry, in_shape) -> bool:
@@ -40,6 +80,8 @@ class ConvPlan:
         n, c = x.shape[:2]
         m, rows = w.shape[0], c // group * math.prod(geom.kernel)
         self.pointwise = is_pointwise(geom, x.shape[2:])
+        self.batched = (not self.tile and not self.pointwise and n > 1
+                        and math.prod(geom.out) <= BATCH_POSITIONS)
         self.weights_shape = (group, m // group, rows)
         self.columns_shape = (n, group, rows, math.prod(geom.out))
         self.window_shape = tuple(x.shape[:2]) + tuple(geom.kernel) + tuple(geom.out)
@@ -50,6 +92,9 @@ class ConvPlan:
     def forward(self, ctx, x, w, y) -> None:
         if self.tile:
             conv2d(ctx, x, w, self.geom, self.tile, y)
+            return
+        if self.batched:
+            batch_conv(ctx, x, w.reshape(self.weights_shape), self.geom, self.group, y)
             return
         kept = self._kept
         if kept is not None and kept[0] is w and kept[1] is y:

@@ -261,7 +261,7 @@ def transpose_tile(ctx, x, w, geom: Geometry, group: int) -> int:
     """The tile size for a ConvTranspose whose adjoint Conv (``geom``) is eligible: at stride 1
     it is itself a Conv of X with the flipped W^T, so the same rule applies with the roles of
     C and M swapped; 0 where it is not eligible."""
-    if x.ndim != 4 or not eligible(x, w, geom, group):
+    if len(x.shape) != 4 or not eligible(x, w, geom, group):
         return 0
     return _chosen_tile(ctx, x.shape[0], x.shape[1], w.shape[1], geom)
 
