@@ -162,6 +162,20 @@ class PreparedKernel:
                                                         attrs))
 
 
+def context_free(bound: Callable) -> Callable:
+    """Mark a bound kernel that never reads its ``ctx`` (an elementwise op bound to its
+    namespace function): an imperative call then passes None instead of taking a kernel
+    context from the pool."""
+    bound.context_free = True
+    return bound
+
+
+def needs_context(bound: Callable) -> bool:
+    """Whether a bound kernel reads its ``ctx`` (every kernel not marked by
+    :func:`context_free`)."""
+    return not getattr(bound, "context_free", False)
+
+
 def array_types(arrays: list) -> list:
     """The TensorType of each array (None where absent)."""
     from portable.ir.graph import TensorType

@@ -99,19 +99,31 @@ def null(device_id: int = 0) -> Device:
     return Device("null", device_id)
 
 
-# The device of arrays made with no device named: the CPU, or the one ``with mx.Context(...)``
-# (portable.context) makes current in this thread.
-_default = threading.local()
+class _DefaultDevice(threading.local):
+    """The device of arrays made with no device named in this thread: the CPU (None), or the
+    one ``with mx.Context(...)`` (portable.context) makes current. A class default, so that
+    reading it on a thread that never set it raises and catches nothing."""
+
+    device = None
+
+
+_default = _DefaultDevice()
+
+
+# The CPU device that ``as_device(None)`` gives when no other default is set: one instance (a
+# Device is immutable), as making and hashing a new one on every call to find the instance
+# arrays keep (``ndarray.kept_device``) cost more than the small ops that asked.
+_HOST = Device("cpu", 0)
 
 
 def default_device() -> Device:
     """The device ``as_device(None)`` gives in this thread (the CPU unless changed)."""
-    return getattr(_default, "device", None) or cpu()
+    return _default.device or _HOST
 
 
 def set_default_device(device: "Device | None") -> "Device | None":
     """Make ``device`` this thread's default (None: the CPU); returns the previous setting."""
-    previous = getattr(_default, "device", None)
+    previous = _default.device
     _default.device = device
     return previous
 

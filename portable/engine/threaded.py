@@ -53,7 +53,9 @@ class ThreadedVar(Var):
         self._owner = owner
         self._failure = None
         self._deleted = False
-        self._queue: deque[tuple[_Op, bool]] = deque()  # ungranted (op, is_write), push order
+        # Ungranted (op, is_write) requests in push order; None until the first one waits (most
+        # arrays' vars never queue anything, and a deque is a large object to make per array).
+        self._queue: deque[tuple[_Op, bool]] | None = None
         self._active_reads = 0
         self._writing = False
 
@@ -246,6 +248,34 @@ class ThreadedEngine(Engine):
                 thread = get_ident()
                 if thread not in self._inlining:
                     ops, self._inline = self._inline, []
+        if not ops:
+            return
+        op = ops[0]
+        if len(ops) > 1 or op.asynchronous:
+            self._run_inline(ops, thread)
+            return
+        # One ready op, usually the one just pushed: every small imperative op comes here, so
+        # this is _run_inline's loop and _execute for one op, without their two calls.
+        inlining = self._inlining
+        inlining.add(thread)
+        try:
+            failure = None
+            for v in op.reads:  # (granted: their last writers finished)
+                if v._failure is not None:
+                    failure = v._failure.passed_on(op.name)
+                    break
+            else:
+                try:
+                    op.fn()
+                except BaseException as exc:  # noqa: BLE001 - the contract defers every error
+                    failure = OpFailure(op.name, exc)
+            with self._lock:
+                self._complete(op, failure)
+                ops = None
+                if self._inline:  # (never keep the shared list: others append to it)
+                    ops, self._inline = self._inline, []
+        finally:
+            inlining.discard(thread)
         if ops:
             self._run_inline(ops, thread)
 
@@ -366,7 +396,10 @@ class ThreadedEngine(Engine):
         waiting = None  # (a set only for an op that waits: most imperative ops do not)
         for v in op.dep_reads:
             if v._writing or v._queue:
-                v._queue.append((op, False))
+                queue = v._queue
+                if queue is None:
+                    queue = v._queue = deque()
+                queue.append((op, False))
                 if waiting is None:
                     waiting = op.waiting = set()
                 waiting.add(v)
@@ -374,7 +407,10 @@ class ThreadedEngine(Engine):
                 v._active_reads += 1
         for v in op.writes:
             if v._writing or v._active_reads or v._queue:
-                v._queue.append((op, True))
+                queue = v._queue
+                if queue is None:
+                    queue = v._queue = deque()
+                queue.append((op, True))
                 if waiting is None:
                     waiting = op.waiting = set()
                 waiting.add(v)
@@ -538,9 +574,12 @@ class ThreadedEngine(Engine):
                     for op, failure in outcomes:
                         if failure is not _DEFERRED:
                             self._complete(op, failure)
-                    ops = self._inline
-                    if ops:
-                        self._inline = []
+                    # Taken only when not empty: an empty list kept here would be the engine's
+                    # own, which other threads append to once the lock is released, so this
+                    # loop and theirs would both run what they add.
+                    ops = None
+                    if self._inline:
+                        ops, self._inline = self._inline, []
         finally:
             inlining.discard(thread)
 

@@ -12,11 +12,10 @@ from typing import Any, Callable
 import numpy as np
 
 from portable import autograd
-from portable.engine import get_engine
 from portable.dtypes import to_onnx
 from portable.errors import ShapeError
 from portable.ndarray.indexing import getitem, setitem
-from portable.ndarray.invoke import constant_like, invoke
+from portable.ndarray.invoke import constant_like, invoke, plain_calls, run_plain
 from portable.ndarray.ndarray import NDArray, array
 from portable.ops import registry
 from portable.ops.naming import generate, mxnet_attributes, place_keyword_inputs
@@ -27,7 +26,9 @@ from portable.ops.naming import generate, mxnet_attributes, place_keyword_inputs
 # write their inputs, and the arrays never reach the user, so sharing them is safe. An array's
 # Device is the one instance kept for its device (``ndarray.kept_device``): its id names the
 # device without hashing the dataclass, and the cached array holds it, so no other object can
-# take the id while the entry lives.
+# take the id while the entry lives. The engine is the one whose var the constant holds: it is
+# stored under the engine that made it, and looked up under the engine of the other operand's
+# var (no get_engine call), which is the engine the op runs on whenever the op can run at all.
 _scalars: dict[Any, NDArray] = {}
 _SCALAR_TYPES = (int, float, bool)
 
@@ -36,14 +37,18 @@ def _as_input(value: Any, like: NDArray | None) -> Any:
     if value is None or isinstance(value, NDArray):
         return value
     if like is not None and type(value) in _SCALAR_TYPES:
-        key = (type(value), value, like._data.dtype, id(like._device), get_engine())
-        cached = _scalars.get(key)
+        cached = _scalars.get(_scalar_key(value, like, like._var._owner))
         if cached is None:
             if len(_scalars) >= 1024:  # (NaN never matches itself: keep the table bounded)
                 _scalars.clear()
-            cached = _scalars[key] = _as_array(value, like)
+            cached = _as_array(value, like)
+            _scalars[_scalar_key(value, like, cached._var._owner)] = cached
         return cached
     return _as_array(value, like)
+
+
+def _scalar_key(value: Any, like: NDArray, engine: Any) -> tuple:
+    return (type(value), value, like._data.dtype, id(like._device), engine)
 
 
 def _as_array(value: Any, like: NDArray | None) -> NDArray:
@@ -81,10 +86,30 @@ def generated_functions() -> dict[str, Callable[..., Any]]:
 
 
 def _binary(op_name: str, reverse: bool = False, inplace: bool = False):
+    if inplace:
+        def method(self: NDArray, other: Any) -> Any:
+            other = _as_input(other, self) if not isinstance(other, NDArray) else other
+            return invoke(op_name, [self, other], out=self)
+        return method
+
+    # ``x + y`` is the commonest imperative call: the scalar constant and the per-signature
+    # call (``invoke.plain_calls``, keyed as invoke keys it) are looked up here, inline.
     def method(self: NDArray, other: Any) -> Any:
-        other = _as_input(other, self) if not isinstance(other, NDArray) else other
+        if type(other) in _SCALAR_TYPES:
+            constant = _scalars.get((type(other), other, self._data.dtype, id(self._device),
+                                     self._var._owner))  # (as _scalar_key makes it)
+            other = constant if constant is not None else _as_input(other, self)
+        elif not isinstance(other, NDArray):
+            other = _as_input(other, self)
+            if other is None:
+                return invoke(op_name, [None, self] if reverse else [self, None])
         a, b = (other, self) if reverse else (self, other)
-        return invoke(op_name, [a, b], out=self if inplace else None)
+        inputs = [a, b]
+        call = plain_calls.get((op_name, (), None, ((a._data.shape, a._data.dtype),
+                                                   (b._data.shape, b._data.dtype))))
+        if call:
+            return run_plain(call, op_name, inputs)
+        return invoke(op_name, inputs)
     return method
 
 

@@ -9,13 +9,14 @@ engine var, as MXNet's reshape does. While autograd records, each call is put on
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Sequence
 
 import numpy as np
 
 from portable import profiler, random, tape
-from portable.backend import KernelContext, bound_kernel
+from portable.backend import Backend, KernelContext, bound_kernel, needs_context
 from portable.engine import get_engine
 from portable.engine.base import INLINE, INLINE_ELEMENTS
 from portable.errors import BackendError, PortableError, ShapeError
@@ -156,13 +157,13 @@ def invoke(op_name: str, inputs: Sequence[Any], attrs: dict | None = None,
             key = (op_name, attr_key, num_outputs,
                    tuple([None if x is None else (x._data.shape, x._data.dtype)
                           for x in inputs]))
-            call = _calls.get(key)
+            call = plain_calls.get(key)
             if call is None:
                 call = _plain_call(key, op_name, inputs, attrs or {}, num_outputs)
-                if len(_calls) < 65536:  # (a bound: shapes that change every call)
-                    _calls[key] = call
+                if len(plain_calls) < 65536:  # (a bound: shapes that change every call)
+                    plain_calls[key] = call
             if call:
-                return _run_plain(call, op_name, inputs)
+                return run_plain(call, op_name, inputs)
     op = registry.ops.get(op_name) or registry.get(op_name)
     attrs = attrs or {}
     extra: set[int] = set()  # outputs the caller did not ask for but the op must produce
@@ -224,7 +225,7 @@ class _PlainCall:
     training mode, no view, a type rule that read no input value."""
 
     __slots__ = ("op", "attrs", "count", "alloc", "single", "pad", "inline", "types", "kernels",
-                 "node", "last")
+                 "node", "last", "arity")
 
     def __init__(self, op_name, op, attrs, count, alloc, declared, inline, types) -> None:
         self.op, self.attrs, self.count, self.alloc = op, attrs, count, alloc
@@ -233,28 +234,47 @@ class _PlainCall:
         self.pad = max(0, declared - count)  # outputs the kernel writes that nobody asked for
         self.inline = inline
         self.types = types      # (input types, output types) for the kernel's plan-time part
-        self.kernels = {}       # backend -> (its kernel prepared for this signature, contexts)
+        # 1 or 2 when every input is present (the unary and binary calls, whose read lists
+        # are built without a loop), else 0
+        in_types = types[0]
+        self.arity = len(in_types) if len(in_types) in (1, 2) and None not in in_types else 0
+        # backend -> (kernel prepared for this signature, its idle contexts or None, new)
+        self.kernels = {}
         self.node = _kernel_node(op_name)
-        # (device, backend, kernel, contexts) of the last call: a run of calls on one device
-        # (the usual case) finds them by the device's identity (see ndarray.kept_device).
+        # (device, backend, kernel, contexts, new) of the last call: a run of calls on one
+        # device (the usual case) finds them by the device's identity (see
+        # ndarray.kept_device); ``new()`` allocates the single output (None: not one).
         self.last = (None,)
 
     def on(self, op_name: str, device) -> tuple:
-        """``(device, backend, kernel, contexts)`` for a call on ``device``; the kernel is
-        prepared for this signature on the device's backend's first call."""
+        """``(device, backend, kernel, contexts, new)`` for a call on ``device``; the kernel
+        is prepared for this signature on the device's backend's first call."""
         backend = device.backend
         bound = self.kernels.get(backend)
         if bound is None:
             kernel = bound_kernel(backend.kernel(op_name), backend, self.types[0],
                                   self.types[1], self.attrs)
-            bound = self.kernels[backend] = (kernel, _free_contexts(backend))
+            new = None if self.single is None else _allocator(backend, *self.single)
+            # A context-free bound kernel (an elementwise op bound to its namespace function)
+            # reads nothing from a context: its calls take none (None here).
+            free = _free_contexts(backend) if needs_context(kernel) else None
+            bound = self.kernels[backend] = (kernel, free, new)
         last = self.last = (device, backend) + bound
         return last
 
 
+def _allocator(backend, shape: tuple, dtype: Any) -> Any:
+    """A call that allocates one ``shape``/``dtype`` array on ``backend``: its namespace's
+    ``empty`` itself where the backend allocates with it (a C call, not two Python ones)."""
+    if type(backend).empty is Backend.empty:
+        return functools.partial(backend.xp.empty, shape, dtype)
+    return functools.partial(backend.empty, shape, dtype)
+
+
 # (op, attrs, num_outputs, input shapes and dtypes) -> _PlainCall, or False for calls that
-# take the general path
-_calls: dict[Any, Any] = {}
+# take the general path. The operators (``x + y``) look their calls up here themselves and
+# call run_plain: a tiny op costs about as much as the calls around it.
+plain_calls: dict[Any, Any] = {}
 
 
 def _plain_call(key: Any, op_name: str, inputs: Sequence[Any], attrs: dict,
@@ -277,31 +297,47 @@ def _plain_call(key: Any, op_name: str, inputs: Sequence[Any], attrs: dict,
                       (in_types, out_types))
 
 
-def _run_plain(call: _PlainCall, op_name: str, inputs: Sequence[Any]) -> Any:
+def run_plain(call: _PlainCall, op_name: str, inputs: Sequence[Any]) -> Any:
     """Run a call of a known signature: allocate its outputs and push its kernel, with what
-    the signature fixed (types, attributes, prepared kernel, inline or not) taken as given."""
-    device = None
-    for x in inputs:  # (arrays keep one Device instance per device: identity is the rule)
-        if x is not None:
-            if device is None:
-                device = x._device
-            elif x._device is not device:
-                device = _common_device(op_name, inputs)  # raises, naming the devices
-                break
-    if device is None:  # (no inputs: the default device)
-        device = kept_device(_common_device(op_name, inputs))
+    the signature fixed (types, attributes, prepared kernel, inline or not) taken as given.
+    Every small imperative op runs this, so the unary and binary calls with one output are
+    spelled out without loops or helper calls."""
+    arity = call.arity
+    if arity == 2:
+        a, b = inputs
+        device = a._device
+        if b._device is not device:  # (arrays keep one Device instance per device)
+            device = _common_device(op_name, inputs)  # raises, naming the devices
+        reads, in_data = [a._var, b._var], [a._data, b._data]
+    elif arity == 1:
+        a = inputs[0]
+        device = a._device
+        reads, in_data = [a._var], [a._data]
+    else:
+        device = None
+        for x in inputs:
+            if x is not None:
+                if device is None:
+                    device = x._device
+                elif x._device is not device:
+                    device = _common_device(op_name, inputs)
+                    break
+        if device is None:  # (no inputs: the default device)
+            device = kept_device(_common_device(op_name, inputs))
+        reads = [x._var for x in inputs if x is not None]
+        in_data = [None if x is None else x._data for x in inputs]
     last = call.last
     if last[0] is not device:
         last = call.on(op_name, device)
-    backend, kernel, free = last[1], last[2], last[3]
     engine = get_engine()
-    single = call.single
-    if single is not None:
-        data = backend.empty(single[0], single[1])
+    new = last[4]
+    if new is not None:  # (the single-output call)
+        data = new()
         var = engine.new_var("ndarray")
         result = NDArray(data, device, var)
         out_data, writes = [data], [var]
     else:
+        backend = last[1]
         outputs, out_data, writes = [], [], []
         for alloc in call.alloc:
             if alloc is None:
@@ -316,17 +352,14 @@ def _run_plain(call: _PlainCall, op_name: str, inputs: Sequence[Any]) -> Any:
         result = outputs[0] if call.count == 1 else tuple(outputs)
     if call.pad:
         out_data += [None] * call.pad
-    reads = [x._var for x in inputs if x is not None]
     if call.op.random:  # (one generator: its draws follow push order)
         reads.append(rng_var())
         writes.append(rng_var())
-    _launch(engine, op_name, call.node, kernel, backend, free,
-            INLINE if call.inline else device,
-            [None if x is None else x._data for x in inputs], out_data, call.attrs, reads,
-            writes)
+    _launch(engine, op_name, call.node, last[2], last[1], last[3],
+            INLINE if call.inline else device, in_data, out_data, call.attrs, reads, writes)
     if tape.is_recording():
         tape.record_op(op_name, call.op, call.attrs, inputs,
-                       [result] if single is not None else outputs)
+                       [result] if new is not None else outputs)
     return result
 
 
@@ -340,7 +373,7 @@ def default_output_count(op: registry.OpDef, out_types: list) -> int:
 
 
 def _push_kernel(op_name, op, backend, device, inputs, outputs, attrs, declared_outputs):
-    """Push the kernel of a call that took the general path (see ``_run_plain`` for the
+    """Push the kernel of a call that took the general path (see ``run_plain`` for the
     others)."""
     out_data = [None if o is None else o._data for o in outputs]
     out_data += [None] * max(0, declared_outputs - len(outputs))
@@ -363,7 +396,17 @@ def _push_kernel(op_name, op, backend, device, inputs, outputs, attrs, declared_
 
 def _launch(engine, op_name, node, kernel, backend, free, device, in_data, out_data, attrs,
             reads, writes) -> None:
-    """Push one kernel call on its arrays' vars; ``free``: its backend's idle contexts."""
+    """Push one kernel call on its arrays' vars; ``free``: its backend's idle contexts, or
+    None for a kernel that takes no context (it is given None)."""
+    if free is None:
+        def run() -> None:
+            started = profiler.op_started()
+            kernel(None, in_data, out_data, attrs)
+            if started:
+                profiler.op_finished(op_name, started)
+        engine.push(run, reads, writes, device, 0, op_name)
+        return
+
     def run() -> None:
         try:
             ctx = free.pop()  # (atomic: another thread may take the last one first)

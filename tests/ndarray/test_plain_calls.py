@@ -39,7 +39,7 @@ def test_chains_in_several_threads_share_kernel_contexts_safely(engine):
         try:
             x = nd.zeros((4,))
             for _ in range(300):
-                x = x + float(k)
+                x = (x + float(k)).relu()  # (Relu's kernel takes a context; Add's none)
             results[k] = x.asnumpy()
         except Exception as exc:  # noqa: BLE001
             errors.append(exc)
@@ -73,3 +73,84 @@ def test_a_failed_producer_reaches_the_reader_through_cached_calls(engine):
     np.testing.assert_array_equal(engine_ok, [2.0, 2.0])
     with pytest.raises(EngineError):
         engine.wait_all()
+
+
+def test_a_scalar_constant_belongs_to_the_engine_of_its_operand():
+    # (the constant a Python scalar becomes is cached: an entry made on one engine must not
+    # be handed to an op on another, whose push would refuse its var)
+    host = np.arange(4, dtype=np.float32)
+    with use_engine("naive"):
+        first = (nd.array(host) + 3.0).asnumpy()
+    with use_engine("threaded"):
+        second = (nd.array(host) + 3.0).asnumpy()
+        third = (3.0 - nd.array(host)).asnumpy()
+    np.testing.assert_array_equal(first, host + 3.0)
+    np.testing.assert_array_equal(second, host + 3.0)
+    np.testing.assert_array_equal(third, 3.0 - host)
+
+
+def test_reflected_and_mixed_operators_match_numpy(engine):
+    host = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+    x = nd.array(host)
+    for _ in range(2):  # (the second round takes the cached calls)
+        np.testing.assert_allclose((2.0 / x).asnumpy(), 2.0 / host, rtol=1e-6)
+        np.testing.assert_array_equal((1 - x).asnumpy(), 1 - host)
+        np.testing.assert_array_equal((x * True).asnumpy(), host)
+        np.testing.assert_array_equal((-x).asnumpy(), -host)
+
+
+def test_a_bound_ufunc_kernel_and_its_direct_call_agree_with_numpy():
+    from portable.backend import KernelContext, bound_kernel
+    from portable.ir.graph import TensorType
+
+    backend = cpu().backend
+    a = np.array([1.5, -2.0, 3.25], np.float32)
+    b = np.array([0.5, 4.0, -1.0], np.float32)
+    t = TensorType((3,), np.dtype(np.float32))
+    for op, expected in (("Add", a + b), ("Sub", a - b), ("Mul", a * b)):
+        kernel = backend.kernel(op)
+        bound = bound_kernel(kernel, backend, [t, t], [t], {})
+        ctx = KernelContext(backend.xp, None, backend)
+        out_bound, out_direct = np.empty(3, np.float32), np.empty(3, np.float32)
+        assert bound.context_free  # (imperative calls then pass no context: None)
+        bound(None, [a, b], [out_bound], {})
+        kernel(ctx, [a, b], [out_direct], {})  # (as a fused chain's step calls it)
+        np.testing.assert_array_equal(out_bound, expected)
+        np.testing.assert_array_equal(out_direct, expected)
+
+
+def test_the_default_device_is_one_instance_and_follows_the_thread_setting():
+    from portable.device import as_device, set_default_device
+
+    assert as_device(None) is as_device(None)
+    assert as_device(None) == cpu()
+    previous = set_default_device(null())
+    try:
+        assert as_device(None) == null()
+        assert nd.zeros((2,)).device == null()
+        seen = []
+        thread = threading.Thread(target=lambda: seen.append(as_device(None)))
+        thread.start()
+        thread.join()
+        assert seen == [cpu()]  # (the default is per thread)
+    finally:
+        set_default_device(previous)
+    assert as_device(None) == cpu()
+
+
+def test_a_failing_inline_op_fails_its_readers_and_one_wait_all(engine):
+    from portable.engine import INLINE
+
+    a, b, c = engine.new_var("a"), engine.new_var("b"), engine.new_var("c")
+    ran = []
+    engine.push(lambda: 1 / 0, writes=[a], device=INLINE, name="broken")  # (does not raise)
+    engine.push(lambda: ran.append("reader"), reads=[a], writes=[b], device=INLINE,
+                name="reader")
+    engine.push(lambda: ran.append("other"), writes=[c], device=INLINE, name="other")
+    with pytest.raises(EngineError, match="broken"):
+        engine.wait_for_var(b)
+    engine.wait_for_var(c)
+    assert ran == ["other"]
+    with pytest.raises(EngineError, match="broken"):
+        engine.wait_all()
+    engine.wait_all()  # (each failure is reported by one wait_all)

@@ -12,7 +12,7 @@ import numpy as np
 
 from portable.ops.quantize import convert
 
-from portable.backend import kernel_table
+from portable.backend import context_free, kernel_table
 
 kernels, kernel = kernel_table()
 
@@ -32,10 +32,22 @@ _UFUNCS = {
 
 
 def _ufunc_kernel(fn_name: str):
+    """The kernel of an op that is one namespace function called with ``out=``. Called as it
+    is (a fused chain's step, constant folding), it finds the function in ``ctx.xp``; bound
+    for a signature (``bind``, which ``portable.backend.bound_kernel`` calls for the compiled
+    plans and the imperative calls), it holds the backend's function: no lookup per call."""
     def run(ctx, inputs, outputs, attrs):
         getattr(ctx.xp, fn_name)(*inputs, out=outputs[0])
+
+    def bind(backend, input_types, output_types, attrs):
+        return context_free(functools.partial(_apply, getattr(backend.xp, fn_name)))
     run.__name__ = fn_name
+    run.bind = bind
     return run
+
+
+def _apply(fn, ctx, inputs, outputs, attrs):
+    fn(*inputs, out=outputs[0])
 
 
 for _op, _fn in _UFUNCS.items():
