@@ -2,7 +2,6 @@
 beside them (onnx's backend test feeds arange(n)/n and compares with rtol 1e-3, atol 1e-7)."""
 import os
 
-import numpy as np
 import pytest
 
 from tests.exporters.helpers import (assert_light_outputs, light_input, light_models, onnx,

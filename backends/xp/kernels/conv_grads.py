@@ -177,7 +177,7 @@ class GradWeightPlan:
     that sums over images and windows together."""
 
     def __init__(self, backend, input_types: list, attrs: dict) -> None:
-        x, dy = input_types[0], input_types[1]
+        dy = input_types[1]
         kernel = tuple(attrs["kernel_shape"])
         strides, dilations, head, tail, _ = window_attrs(attrs, kernel)
         self.geom = Geometry(kernel, strides, dilations, head, tail, tuple(dy.shape[2:]))
