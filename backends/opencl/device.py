@@ -135,6 +135,38 @@ def list_devices() -> list[tuple[str, Any]]:
     return found
 
 
+# The smallest program a device must build before portable uses it, and what each device
+# (by driver identity) answered in this process: "" when it built, else the reason.
+PROBE_SOURCE = "__kernel void probe(__global float* x) { x[get_global_id(0)] = 1.0f; }"
+_compiles: dict[str, str] = {}
+
+
+def check_compiler(context: Any, device: Any, name: str) -> None:
+    """Refuse a device whose OpenCL compiler cannot build ``PROBE_SOURCE``, when it is opened
+    rather than at its first kernel. PoCL is the case in point: its 3.0 wheels compile with
+    LLVM 14, which names a CPU newer than itself (an AMD Zen 5, CPU family 26) "generic" and
+    then refuses that name as a target, so every build fails on such a machine.
+
+    Raises:
+        BackendError: naming the device, the compiler's first error line and what to do.
+    """
+    cl = _cl()
+    key = "|".join((name, device.platform.version, device.driver_version))
+    if key not in _compiles:
+        try:
+            cl.Program(context, PROBE_SOURCE).build(devices=[device], cache_dir=False)
+            _compiles[key] = ""
+        except cl.Error as exc:
+            lines = [line.strip() for line in str(exc).splitlines() if "error" in line]
+            _compiles[key] = lines[-1] if lines else str(exc).strip().splitlines()[0]
+    reason = _compiles[key]
+    if reason:
+        raise BackendError(
+            f"OpenCL device {name!r} ({device.platform.version.strip()}) cannot compile "
+            f"kernels on this machine: {reason}; a driver whose compiler knows this CPU "
+            "(a newer PoCL build or a vendor driver) is needed")
+
+
 def _selected(found: list[tuple[str, Any]], spec: str) -> list[tuple[str, Any]]:
     chosen = []
     for part in (p.strip() for p in spec.split(",")):
@@ -204,6 +236,7 @@ class CLDevice:
         cl = _cl()
         name, device = select_device(index)
         context = cl.Context([device])
+        check_compiler(context, device, name)
         queue = cl.CommandQueue(context, device)
         extensions = device.extensions.split()
         return cls(name=name, device=device, context=context, queue=queue,

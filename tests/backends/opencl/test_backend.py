@@ -210,6 +210,26 @@ def test_device_selection_by_name_and_index(monkeypatch):
         select_device(99)
 
 
+def test_a_device_whose_compiler_fails_is_refused_when_opened(monkeypatch):
+    """A device must build the smallest kernel before it is used (PoCL 3.0 cannot compile
+    for a CPU its LLVM 14 does not know): a real compiler error, from a probe that does not
+    compile, is reported when the device opens, naming the device and the error."""
+    pytest.importorskip("pyopencl")
+    from backends.opencl import device as cl_device
+
+    try:
+        name = cl_device.list_devices()[0][0]
+    except BackendError as exc:
+        pytest.skip(str(exc))
+    monkeypatch.setattr(cl_device, "PROBE_SOURCE",
+                        "__kernel void probe(__global float* x) { x[0] = undeclared_name; }")
+    monkeypatch.setattr(cl_device, "_compiles", {})
+    with pytest.raises(BackendError) as caught:
+        cl_device.CLDevice.open(0)
+    message = str(caught.value)
+    assert name in message and "cannot compile kernels" in message and "error" in message
+
+
 def test_missing_pyopencl_names_the_extra():
     code = ("import sys; sys.modules['pyopencl'] = None\n"
             "from backends.opencl import create_backend\n"
