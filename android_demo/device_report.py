@@ -100,7 +100,9 @@ def opencl_info() -> dict[str, Any]:
     """OpenCL devices in portable's order (``opencl(i)`` is entry ``i``), or why there are
     none and how to get them."""
     try:
-        from backends.opencl.device import list_devices
+        import pyopencl as cl
+
+        from backends.opencl.device import check_compiler, list_devices
 
         found = list_devices()
     except ImportError as exc:
@@ -108,8 +110,14 @@ def opencl_info() -> dict[str, Any]:
                 "how_to_get_it": OPENCL_HELP}
     except Exception as exc:  # no platform, or the ICD loader fails
         return {"available": False, "reason": str(exc), "how_to_get_it": OPENCL_HELP}
-    devices = []
+    devices, refusals = [], []
     for index, (name, device) in enumerate(found):
+        refusal = ""
+        try:  # (a device whose compiler cannot build a kernel is no device portable uses)
+            check_compiler(cl.Context([device]), device, name)
+        except Exception as exc:  # noqa: BLE001 - BackendError, or the driver failing
+            refusal = str(exc)
+            refusals.append(refusal)
         extensions = device.extensions.split()
         devices.append({
             "index": index, "name": name, "version": device.version.strip(),
@@ -119,7 +127,11 @@ def opencl_info() -> dict[str, Any]:
             "max_allocation_bytes": int(device.max_mem_alloc_size),
             "local_memory_bytes": int(device.local_mem_size),
             "max_work_group_size": int(device.max_work_group_size),
-            "fp16": "cl_khr_fp16" in extensions, "fp64": "cl_khr_fp64" in extensions})
+            "fp16": "cl_khr_fp16" in extensions, "fp64": "cl_khr_fp64" in extensions,
+            "compiles": not refusal})
+    if len(refusals) == len(devices):
+        return {"available": False, "reason": refusals[0], "how_to_get_it": OPENCL_HELP,
+                "devices": devices}
     return {"available": True, "devices": devices}
 
 

@@ -62,7 +62,7 @@ def test_a_qdq_int8_model_computes_what_onnxruntime_computes(opset):
     try:
         import portable as pt
 
-        pt.opencl(0)
+        pt.opencl(0).backend  # (loading it opens the device and checks its compiler)
         devices.append("opencl")
     except Exception:  # noqa: BLE001 - no pyopencl or no device: the CPU only
         pass

@@ -47,6 +47,8 @@ X = np.arange(15, dtype=np.float32).reshape(5, 3)
 def test_a_graph_of_sequences_exports_reads_back_and_matches_onnx_reference(device):
     if device == "OPENCL":
         pytest.importorskip("pyopencl")
+        if not backend.supports_device("OPENCL"):
+            pytest.skip("no OpenCL device whose compiler works here (see portable.opencl(0))")
     model = export_graph(_pipeline())
     kinds = [v.type.WhichOneof("value") for v in model.graph.input]
     assert kinds == ["sequence_type", "tensor_type"]
