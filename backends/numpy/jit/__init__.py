@@ -26,6 +26,7 @@ import warnings
 from typing import Callable
 
 from backends.xp.kernels import conv as xp_conv
+from backends.xp.kernels import fused as xp_fused
 from backends.xp.kernels import rnn as xp_rnn
 from portable.backend import PreparedKernel, bound_kernel
 
@@ -36,6 +37,7 @@ OVERRIDES: dict[str, tuple[str, Callable]] = {
     "AveragePool": ("average_pool", xp_conv.average_pool),
     "portable.AveragePoolGrad": ("average_pool", xp_conv.average_pool_grad),
     "Conv": ("small_conv", xp_conv.conv),  # (small dense Convs, then depthwise ones)
+    "portable.FusedConv": ("fused_conv", xp_fused.fused_conv),  # (bias and Relu/Clip inside)
     "ConvTranspose": ("depthwise", xp_conv.conv_transpose),
     "portable.ConvGradWeight": ("depthwise", xp_conv.conv_grad_weight),
     "LSTM": ("recurrent", xp_rnn.kernels["LSTM"]),

@@ -20,6 +20,7 @@ from backends.xp.kernels.im2col import (clipped_offsets, input_index, lowest,
                                            padded_windows, reduce_windows, scratch,
                                            window_argmax, window_view)
 from backends.xp.kernels.conv_plan import ConvPlan, is_pointwise
+from backends.xp.kernels.reduce import short_trailing_sum
 from backends.xp.kernels.winograd import conv_transpose2d
 from backends.xp.kernels.conv_grads import GradWeightPlan, TransposePlan
 from portable.backend import kernel_table
@@ -179,8 +180,15 @@ def average_pool_grad(ctx, inputs, outputs, attrs):
 
 @kernel("GlobalAveragePool")
 def global_average_pool(ctx, inputs, outputs, attrs):
-    x = inputs[0]
-    ctx.xp.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=outputs[0])
+    """The mean of each plane; a small plane (up to 64 elements) as a matrix-vector product
+    with a ones vector, then a division by the count (see ``short_trailing_sum``)."""
+    xp, x, y = ctx.xp, inputs[0], outputs[0]
+    axes = tuple(range(2, x.ndim))
+    count = short_trailing_sum(xp, x, axes, y)
+    if count:
+        xp.divide(y, count, out=y)
+    else:
+        xp.mean(x, axis=axes, keepdims=True, out=y)
 
 
 @kernel("GlobalMaxPool")

@@ -1,6 +1,8 @@
 """NumPy kernels: reductions, written against ``ctx.xp`` in destination-passing style."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from portable.ops.reduce import cumsum_axis, reduced_axes, topk_order_key
@@ -26,9 +28,37 @@ def _empty_extreme(dtype: np.dtype, largest: bool):
     return -np.inf if largest else np.inf
 
 
+# Reduced elements per output up to which a sum over trailing axes runs as a matrix-vector
+# product with a ones vector. NumPy reduces a short contiguous inner axis one output at a time
+# (np.add.reduce of (1280, 4) along axis 1: 19 us; np.mean of (1, 1280, 2, 2) over (2, 3):
+# 25 us, of (1, 512, 7, 7): 15 us); BLAS's gemv does the same sums in 3-6 us. Longer runs stay
+# with NumPy, whose pairwise summation rounds less than gemv's running sums.
+SHORT_REDUCTION = 64
+_GEMV_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def short_trailing_sum(xp, x, axes: tuple[int, ...], out) -> int:
+    """Sum ``x`` over ``axes`` into ``out`` as ``x (rows, k) @ ones(k)`` when ``axes`` are
+    x's last axes, together 2 to ``SHORT_REDUCTION`` elements, and both arrays are
+    contiguous float32/float64; returns k, or 0 having written nothing (any other case)."""
+    rank = x.ndim
+    if (not axes or axes[0] != rank - len(axes) or x.dtype not in _GEMV_DTYPES
+            or out.dtype != x.dtype or x.size == 0):
+        return 0
+    k = math.prod(x.shape[axes[0]:])
+    if not (1 < k <= SHORT_REDUCTION and x.flags.c_contiguous and out.flags.c_contiguous):
+        return 0
+    xp.matmul(x.reshape(-1, k), xp.ones(k, dtype=x.dtype), out=out.reshape(-1))
+    return k
+
+
 def _reduce_kernel(fn_name: str, largest: bool | None = None, keep_dtype: bool = False):
     """A Reduce* kernel. ``largest`` (max: True, min: False) says which identity an empty
-    reduction yields, where NumPy raises; ``keep_dtype`` accumulates in the input's dtype."""
+    reduction yields, where NumPy raises; ``keep_dtype`` accumulates in the input's dtype.
+    Sum and mean over a few trailing elements run as a matrix-vector product
+    (``short_trailing_sum``): the mean then divides by the count, as NumPy's does."""
+    short = fn_name in ("sum", "mean")
+
     def run(ctx, inputs, outputs, attrs):
         x, out = inputs[0], outputs[0]
         axes = _axes(ctx, inputs, attrs)
@@ -38,6 +68,12 @@ def _reduce_kernel(fn_name: str, largest: bool | None = None, keep_dtype: bool =
         if x.size == 0 and largest is not None:
             out[...] = _empty_extreme(x.dtype, largest)
             return
+        if short:
+            count = short_trailing_sum(ctx.xp, x, axes, out)
+            if count:
+                if fn_name == "mean":
+                    ctx.xp.divide(out, count, out=out)
+                return
         keywords = {"dtype": x.dtype} if keep_dtype else {}
         getattr(ctx.xp, fn_name)(x, axis=axes, keepdims=bool(attrs["keepdims"]), out=out,
                                  **keywords)

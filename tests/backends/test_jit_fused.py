@@ -1,0 +1,227 @@
+"""The compiled FusedConv (backends/numpy/jit/fused_conv.py), the depthwise Conv's
+channel-inner loop, and the short-reduction path of the xp ReduceMean/ReduceSum and
+GlobalAveragePool kernels.
+
+FusedConv results are checked against a float64 reference (the direct depthwise loop of
+test_jit_kernels, or the xp Conv kernel in float64, then np.clip) and against the plain NumPy
+tier (PORTABLE_JIT=0's table: the xp Conv, then the xp activation kernel); reductions against
+np.mean / np.sum in float64."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import portable as pt
+from backends.numpy import jit, kernel_table
+from backends.xp.kernels import kernels as xp_kernels
+from backends.xp.kernels.reduce import SHORT_REDUCTION, short_trailing_sum
+from portable.backend import KernelContext, array_types, bound_kernel
+from portable.ops import registry
+from portable.ops.conv import window_geometry
+from tests.backends.test_jit_kernels import depthwise_reference
+
+needs_numba = pytest.mark.skipif(not jit.available(),
+                                 reason="numba is not installed (pip install 'portable[jit]')")
+
+
+def _ctx(backend=None):
+    return KernelContext(xp=np, rng=np.random.default_rng(0),
+                         backend=backend or pt.cpu().backend)
+
+
+def _attrs(op: str, **given) -> dict:
+    return {key: given.get(key, spec.default) for key, spec in registry.get(op).attrs.items()}
+
+
+def _fused_attrs(activation: str, bounds: dict | None = None, **conv) -> dict:
+    return _attrs("portable.FusedConv", activation=activation,
+                  activation_attrs=json.dumps(bounds or {}), **conv)
+
+
+def _reference(x, w, b, z, attrs, activation, bounds):
+    """Y in float64: Conv (the direct depthwise loop, or the xp Conv kernel on float64), plus
+    Z, then the activation by NumPy's own rules."""
+    conv_attrs = {k: v for k, v in attrs.items() if k in registry.get("Conv").attrs}
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    b64 = None if b is None else b.astype(np.float64)
+    geom = window_geometry(x.shape[2:], w.shape[2:], conv_attrs)
+    if conv_attrs["group"] > 1:
+        y = depthwise_reference(x64, w64, b64, geom)
+    else:
+        y = np.empty((x.shape[0], w.shape[0]) + geom.out)
+        xp_kernels["Conv"](_ctx(), [x64, w64] + ([] if b is None else [b64]), [y], conv_attrs)
+    if z is not None:
+        y = y + z
+    if activation == "Relu":
+        y = np.maximum(y, 0)
+    elif activation == "Clip":
+        y = np.clip(y, bounds.get("min", -np.inf), bounds.get("max", np.inf))
+    elif activation == "LeakyRelu":
+        y = np.where(y < 0, 0.01 * y, y)
+    return y
+
+
+def _plain_numpy(inputs, shape, dtype, attrs):
+    """The FusedConv of the NumPy tier without compiled kernels (composed xp kernels)."""
+    backend = pt.cpu().backend
+    saved = backend.kernels
+    backend.kernels = kernel_table(compiled=False)
+    try:
+        y = np.full(shape, -7, dtype)
+        bound = bound_kernel(xp_kernels["portable.FusedConv"], backend, array_types(inputs),
+                             array_types([y]), attrs)
+        bound(_ctx(backend), inputs, [y], attrs)
+    finally:
+        backend.kernels = saved
+    return y
+
+
+def _compiled(inputs, shape, dtype, attrs):
+    """(Y from the compiled tier's table entry, bound as a plan binds it, which path it took)."""
+    kernel = jit.kernels["portable.FusedConv"]
+    fused = jit._load("portable.FusedConv")
+    y = np.full(shape, -7, dtype)
+    planned = fused.compiled_prepare(array_types(inputs), array_types([y]), attrs)
+    bound = bound_kernel(kernel, pt.cpu().backend, array_types(inputs),
+                         array_types([y]), attrs)
+    bound(_ctx(), inputs, [y], attrs)
+    return y, None if planned is None else planned[0]
+
+
+def _tol(dtype):
+    return dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+
+
+CLIP6 = {"min": 0.0, "max": 6.0}
+# (N, C, size, M, kernel, stride, group, activation, bounds, residual, dtype, expected path)
+CONFIGS = [
+    (1, 240, 2, 240, 3, 1, 240, "Clip", CLIP6, False, np.float32, "depthwise"),  # channels
+    (2, 144, 4, 144, 3, 2, 144, "Relu", None, False, np.float32, "depthwise"),  # channels
+    (1, 32, 5, 32, 3, 1, 32, "Clip", {"min": -0.5}, False, np.float64, "depthwise"),
+    (3, 16, 7, 16, 5, 1, 16, "Clip", {"max": 0.25}, False, np.float32, "depthwise"),
+    (1, 48, 16, 48, 3, 1, 48, "Clip", CLIP6, False, np.float32, "depthwise"),  # planes
+    (2, 8, 9, 8, 3, 2, 8, "Relu", None, False, np.float32, "depthwise"),  # planes
+    (1, 4, 6, 8, 3, 1, 4, "Clip", CLIP6, False, np.float32, "depthwise"),  # multiplier 2
+    (1, 24, 3, 24, 3, 1, 24, "", None, False, np.float32, "depthwise"),
+    (1, 80, 2, 160, 1, 1, 1, "Clip", CLIP6, False, np.float32, "epilogue"),
+    (2, 8, 8, 48, 1, 1, 1, "Relu", None, False, np.float64, "epilogue"),
+    (1, 3, 12, 8, 3, 2, 1, "Clip", CLIP6, False, np.float32, "epilogue"),
+    (1, 4, 6, 6, 3, 1, 1, "Clip", {"min": 1.0, "max": -1.0}, False, np.float32, "epilogue"),
+    (1, 16, 4, 16, 3, 1, 16, "Clip", CLIP6, True, np.float32, None),  # residual: composed
+    (1, 16, 4, 16, 1, 1, 1, "Relu", None, True, np.float32, None),
+    (1, 16, 4, 16, 3, 1, 16, "LeakyRelu", None, False, np.float32, None),  # not bounds
+    (1, 16, 4, 16, 3, 1, 16, "Clip", {"min": float("nan")}, False, np.float32, None),
+    (1, 8, 4, 16, 1, 1, 1, "", None, False, np.float32, None),  # nothing to fuse
+]
+
+
+@needs_numba
+@pytest.mark.parametrize("config", CONFIGS, ids=[f"{c[7] or 'none'}-{i}"
+                                                 for i, c in enumerate(CONFIGS)])
+def test_fused_conv_matches_reference_and_plain_numpy(config):
+    n, c, size, m, k, stride, group, activation, bounds, residual, dtype, path = config
+    rng = np.random.default_rng(sum(config[:7]))
+    x = (rng.standard_normal((n, c, size, size)) * 3).astype(dtype)
+    w = rng.standard_normal((m, c // group, k, k)).astype(dtype)
+    b = rng.standard_normal(m).astype(dtype)
+    attrs = _fused_attrs(activation, bounds, group=group, kernel_shape=[k, k],
+                         strides=[stride, stride], pads=[k // 2] * 4)
+    out = (size + 2 * (k // 2) - k) // stride + 1
+    shape = (n, m, out, out)
+    z = rng.standard_normal(shape).astype(dtype) if residual else None
+    inputs = [x, w, b] + ([z] if residual else [])
+    got, taken = _compiled(inputs, shape, dtype, attrs)
+    assert taken == path
+    want = _reference(x, w, b, z, attrs, activation, bounds or {})
+    np.testing.assert_allclose(got, want, **_tol(dtype))
+    plain = _plain_numpy(inputs, shape, dtype, attrs)
+    np.testing.assert_allclose(got, plain, **_tol(dtype))
+    if path == "epilogue":  # the same Conv kernel, then the same adds and comparisons
+        np.testing.assert_array_equal(got, plain)
+    if activation in ("Relu", "Clip") and not residual:
+        assert np.isnan(got).sum() == np.isnan(want).sum()
+
+
+@needs_numba
+def test_fused_conv_without_bias_and_with_nan_inputs():
+    """An absent bias is zero; a NaN in X stays NaN through the bounds, as np.clip keeps it."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 32, 3, 3)).astype(np.float32)
+    x[0, 5, 1, 1] = np.nan
+    w = rng.standard_normal((32, 1, 3, 3)).astype(np.float32)
+    attrs = _fused_attrs("Clip", CLIP6, group=32, kernel_shape=[3, 3], pads=[1] * 4)
+    got, taken = _compiled([x, w], (1, 32, 3, 3), np.float32, attrs)
+    assert taken == "depthwise"
+    want = _reference(x, w, None, None, attrs, "Clip", CLIP6)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert np.isnan(got[0, 5]).all() and not np.isnan(got[0, 4]).any()
+
+
+@needs_numba
+def test_cpu_table_uses_the_compiled_fused_conv():
+    """(The small-model suite's plans, checked against onnxruntime in
+    tests/io/test_torch_small_models.py, then run it.)"""
+    assert pt.cpu().backend.kernel("portable.FusedConv") is jit.kernels["portable.FusedConv"]
+
+
+# -- short reductions -------------------------------------------------------------------------
+
+
+def _reduce(op, x, axes, keepdims):
+    attrs = _attrs(op, keepdims=int(keepdims))
+    want_shape = np.sum(x, axis=axes, keepdims=keepdims).shape
+    out = np.full(want_shape, -7, x.dtype)
+    xp_kernels[op](_ctx(), [x, np.array(axes, np.int64)], [out], attrs)
+    return out
+
+
+@pytest.mark.parametrize("shape,axes", [((1, 1280, 2, 2), (2, 3)), ((8, 128, 4, 4), (2, 3)),
+                                        ((3, 5, 7), (2,)), ((2, 64, 8, 8), (2, 3)),
+                                        ((4, 6, 9, 9), (2, 3)), ((2, 3, 4), (0, 2)),
+                                        ((5, 2, 3), (1, 2))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reduce_mean_and_sum_match_numpy(shape, axes, dtype, keepdims):
+    rng = np.random.default_rng(len(shape) + sum(axes))
+    x = (rng.standard_normal(shape) * 10).astype(dtype)
+    count = int(np.prod([shape[a] for a in axes]))
+    trailing = axes == tuple(range(len(shape) - len(axes), len(shape)))
+    out = np.empty(np.sum(x, axis=axes).shape, dtype)
+    taken = short_trailing_sum(np, x, axes, out)
+    assert bool(taken) == (trailing and count <= SHORT_REDUCTION and dtype != np.int32)
+    tol = dict(rtol=1e-5, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-10)
+    want_sum = np.sum(x.astype(np.float64), axis=axes, keepdims=keepdims)
+    got = _reduce("ReduceSum", x, axes, keepdims)
+    np.testing.assert_allclose(got, want_sum.astype(dtype), **tol)
+    got = _reduce("ReduceMean", x, axes, keepdims)
+    want = np.mean(x, axis=axes, keepdims=keepdims, dtype=dtype)  # ONNX: in x's dtype
+    if dtype == np.int32:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, **tol)
+        np.testing.assert_allclose(got, want_sum / count, **tol)
+
+
+@pytest.mark.parametrize("shape", [(1, 128, 4, 4), (2, 1280, 2, 2), (1, 3, 9, 9),
+                                   (2, 4, 5), (1, 2, 3, 2, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_global_average_pool_matches_numpy_mean(shape, dtype):
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(dtype)
+    y = np.full(shape[:2] + (1,) * (len(shape) - 2), -7, dtype)
+    xp_kernels["GlobalAveragePool"](_ctx(), [x], [y], {})
+    want = x.astype(np.float64).mean(axis=tuple(range(2, len(shape))), keepdims=True)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(y, want, **tol)
+
+
+def test_short_sum_keeps_infinities_and_nan():
+    x = np.ones((3, 4), np.float32)
+    x[0, 1], x[1, 2], x[2, 0], x[2, 3] = np.inf, np.nan, np.inf, -np.inf
+    out = np.empty(3, np.float32)
+    with np.errstate(invalid="ignore"):  # (inf - inf, as np.sum warns of it too)
+        assert short_trailing_sum(np, x, (1,), out) == 4
+    np.testing.assert_array_equal(np.isinf(out), [True, False, False])
+    np.testing.assert_array_equal(np.isnan(out), [False, True, True])
