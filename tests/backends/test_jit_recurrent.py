@@ -5,7 +5,6 @@ kernel's answer exactly."""
 from __future__ import annotations
 
 import importlib
-import importlib.util
 
 import numpy as np
 import pytest
@@ -16,12 +15,8 @@ from backends.xp.kernels import kernels as xp_kernels
 from portable.backend import KernelContext, array_types
 from portable.ops import registry
 
-pytestmark = [
-    pytest.mark.skipif(not jit.available(),
-                       reason="numba is not installed (pip install 'portable[jit]')"),
-    pytest.mark.skipif(importlib.util.find_spec("scipy") is None,
-                       reason="scipy is not installed: numba's np.dot (the loops' BLAS) needs it"),
-]
+pytestmark = pytest.mark.skipif(not jit.available(),
+                                reason="numba is not installed (pip install 'portable[jit]')")
 
 GATES = {"LSTM": 4, "GRU": 3}
 STATES = {"LSTM": 2, "GRU": 1}
@@ -184,13 +179,15 @@ def test_fallback_is_the_xp_kernel(op, name, extra, lens):
 
 @pytest.mark.parametrize("op", ["LSTM", "GRU"])
 def test_large_steps_are_the_xp_kernel(op):
-    """Past MAX_STEP_ELEMENTS (batch * hidden) the xp kernel runs, unchanged."""
+    """Past MAX_STEP_ELEMENTS (batch * hidden; float64 has a limit) the xp kernel runs,
+    unchanged."""
     from backends.numpy.jit.recurrent import MAX_STEP_ELEMENTS
 
     rng = np.random.default_rng(1)
-    steps, batch, size, hidden = 3, 4, 5, MAX_STEP_ELEMENTS // 4 + 1
+    steps, batch, size = 3, 4, 5
+    hidden = MAX_STEP_ELEMENTS[np.dtype(np.float64)] // batch + 1
     g = GATES[op]
-    inputs = [rng.standard_normal(s).astype(np.float32)
+    inputs = [rng.standard_normal(s)
               for s in ((steps, batch, size), (1, g * hidden, size), (1, g * hidden, hidden))]
     attrs = {"hidden_size": hidden, "direction": "forward", "layout": 0}
     full = [True] * (1 + STATES[op])
@@ -200,3 +197,85 @@ def test_large_steps_are_the_xp_kernel(op):
     xp_kernels[op](_ctx(), inputs, want, _attrs(op, **attrs))
     for g_, w in zip(got, want):
         np.testing.assert_array_equal(g_, w)
+
+
+def _sized_config(op: str, seed: int, steps: int, batch: int, size: int, hidden: int):
+    """A float32 configuration of the given sizes, otherwise as random as ``_config``'s."""
+    inputs, attrs, wanted = _config(op, 2 * seed)  # even seeds: float32
+    rng = np.random.default_rng(seed)
+    d, g, layout = DIRS[attrs["direction"]], GATES[op], attrs["layout"]
+
+    def rand(*shape):
+        return rng.uniform(-1.5, 1.5, shape).astype(np.float32)
+
+    x = rand(steps, batch, size) if layout == 0 else rand(batch, steps, size)
+    state = (d, batch, hidden) if layout == 0 else (batch, d, hidden)
+    sized = [x, rand(d, g * hidden, size) * 0.3, rand(d, g * hidden, hidden) * 0.3,
+             None if inputs[3] is None else rand(d, 2 * g * hidden),
+             None if inputs[4] is None else np.full(batch, steps, np.int32)]
+    sized += [None if a is None else rand(*state) for a in inputs[5:5 + STATES[op]]]
+    if op == "LSTM":
+        sized.append(None if inputs[-1] is None else rand(d, 3 * hidden))
+    return sized, {**attrs, "hidden_size": hidden}, wanted
+
+
+# (steps, batch, input, hidden): the exported models' sizes (T * B >= 32 rows and at most 64
+# inputs: the projection by NumPy's BLAS), batches that leave a partial 4-row block in the
+# step product, hidden sizes whose gate count leaves partial 4- and 8-column blocks, and one
+# input wide enough for the compiled projection
+SIZES = [(16, 1, 32, 64), (16, 8, 64, 64), (5, 7, 12, 9), (3, 6, 70, 5), (11, 5, 3, 17),
+         (2, 1, 130, 13)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("sizes", SIZES, ids=["x".join(map(str, s)) for s in SIZES])
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+def test_model_sizes_against_reference(op, sizes, seed):
+    """Larger float32 steps than the random configurations: the BLAS projection, partial row
+    and column blocks of the step product, and the float32 tanh over many steps, against
+    onnx.reference (and the xp kernel)."""
+    from backends.numpy.jit import recurrent
+
+    inputs, attrs, wanted = _sized_config(op, seed, *sizes)
+    state = recurrent.kernels[op].compiled_prepare(
+        array_types(inputs), array_types(_outputs(op, inputs, attrs, wanted)), _attrs(op, **attrs))
+    steps, batch, size, _ = sizes
+    assert state.blas == (steps * batch >= recurrent.PROJECTION_BLAS_ROWS
+                          and size <= recurrent.PROJECTION_BLAS_INNER)
+    got = _outputs(op, inputs, attrs, wanted)
+    assert _compiled(op, inputs, got, attrs)
+    xp_out = _outputs(op, inputs, attrs, wanted)
+    xp_kernels[op](_ctx(), inputs, xp_out, _attrs(op, **attrs))
+    for g, x, r in zip(got, xp_out, _onnx_reference(op, inputs, attrs, wanted)):
+        if g is not None:
+            np.testing.assert_allclose(g, r, rtol=1e-4, atol=2e-6)
+            np.testing.assert_allclose(g, x, rtol=1e-4, atol=2e-6)
+
+
+def test_float32_tanh_error():
+    """The loops' float32 tanh is within 4e-7 of the exact value everywhere (absolute and
+    relative), odd, saturates to +-1 and keeps NaN."""
+    import numba
+
+    from backends.numpy.jit.recurrent_math import tanh
+
+    @numba.njit
+    def tanh_all(a, out):
+        for k in range(a.shape[0]):
+            out[k] = tanh(a[k])
+
+    x = np.concatenate([np.linspace(-12, 12, 200_001, dtype=np.float32),
+                        np.geomspace(1e-30, 10, 20_001).astype(np.float32),
+                        np.array([88.0, 1e30, np.inf, 0.0, -0.0], np.float32)])
+    x = np.concatenate([x, -x])
+    got = np.empty_like(x)
+    tanh_all(x, got)
+    exact = np.tanh(x.astype(np.float64))
+    assert got.dtype == np.float32
+    assert np.max(np.abs(got - exact)) < 4e-7
+    assert np.max(np.abs(got - exact) / np.maximum(np.abs(exact), 1e-37)) < 4e-7
+    assert np.all(np.abs(got) <= 1)
+    np.testing.assert_array_equal(got[x.size // 2:], -got[:x.size // 2])
+    out = np.empty(1, np.float32)
+    tanh_all(np.array([np.nan], np.float32), out)
+    assert np.isnan(out[0])
