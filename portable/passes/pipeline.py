@@ -22,8 +22,10 @@ from portable.passes.cse import eliminate_common_subexpressions
 from portable.passes.fold_constants import fold_constants
 from portable.passes.pack_weights import pack_sub_byte_weights
 from portable.passes.fuse_elementwise import fuse_elementwise
+from portable.passes.matmul_add_gemm import MATMUL_ADD_AS_GEMM
 from portable.passes.prune import prune
 from portable.passes.rewriter import rewrite
+from portable.passes.unit_transposes import UNIT_TRANSPOSES
 from portable.passes.verify import verify
 
 LEVELS = ("none", "basic", "all")
@@ -51,6 +53,10 @@ PIPELINE: tuple[Pass, ...] = (
          "each distinct expression is computed once"),
     Pass("eliminate-noops", "basic", lambda g, keep: rewrite(g, rules.ELIMINATE_NOOPS, keep),
          "Identity and inference Dropout only pass their input through"),
+    Pass("unit-transposes", "all", lambda g, keep: rewrite(g, UNIT_TRANSPOSES, keep),
+         "a Transpose that moves only size-1 axes is a Reshape: a view, no copy"),
+    Pass("matmul-add-as-gemm", "all", lambda g, keep: rewrite(g, MATMUL_ADD_AS_GEMM, keep),
+         "a Linear on a stack of rows is one GEMM with its bias, not a GEMM per row block"),
     Pass("fold-into-conv", "all", lambda g, keep: rewrite(g, rules.FOLD_INTO_CONV, keep),
          "BatchNormalization and per-channel Mul/Add after a Conv cost nothing when folded"),
     Pass("fuse-activations", "all", lambda g, keep: rewrite(g, rules.FUSE_ACTIVATIONS, keep),

@@ -49,6 +49,8 @@ CASES = [
     Case("Expand", [rand(3, 1), i64(2, 3, 4)], const=(1,)),
     Case("Transpose", [rand(2, 3, 4)], attrs={"perm": [1, 2, 0]}),
     Case("Transpose", [rand(2, 3)], name="default"),
+    Case("Transpose", [rand(2, 1, 3, 4)], name="default_rank4"),
+    Case("Transpose", [rand(1, 5, 1, 3)], attrs={"perm": [2, 1, 0, 3]}, name="unit_axes"),
     Case("Tile", [rand(2, 3), i64(2, 3)], const=(1,)),
     Case("Tile", [rand(2, 1, 3), i64(1, 4, 1)], const=(1,), name="ones"),
     Case("Tile", [np.arange(6, dtype=np.int64).reshape(2, 3), i64(3, 1)], const=(1,),
@@ -78,6 +80,9 @@ CASES = [
     Case("Gather", [rand(2, 3, 4), np.array([-1, 1, 1], np.int32)], attrs={"axis": -1},
          name="axis"),
     Case("Gather", [rand(3, 4), np.array(2, np.int64)], attrs={"axis": 1}, name="scalar"),
+    Case("Gather", [rand(3, 4, 2), np.array(-2, np.int64)], name="scalar_negative"),
+    Case("Gather", [rand(3, 4, 2), np.array(1, np.int32)], const=(1,), attrs={"axis": -1},
+         name="scalar_constant_last_axis"),
     # Pad: every mode, axes, negative pads
     Case("Pad", [rand(3, 4), i64(1, 0, 2, 3)], const=(1,)),
     Case("Pad", [rand(3, 4), i64(1, 2, 0, 1), np.array(1.5, np.float32)], const=(1,),

@@ -161,6 +161,13 @@ CASES = [
     Case("LayerNormalization",
          [rand(2, 3, 4, dtype=np.float16), rand(4, seed=1, dtype=np.float16)], outputs=3,
          grad=False, rtol=1e-3, atol=1e-3, name="float16"),
+    # rows far from zero: the mean is subtracted before the squares are summed
+    Case("LayerNormalization", [rand(5, 16, low=1000, high=1001), rand(16, seed=1),
+                                rand(16, seed=2)], grad=False, rtol=1e-3, atol=1e-3,
+         name="offset_rows"),
+    Case("LayerNormalization", [rand(3, 5, 7, dtype=np.float64), rand(5, 7, seed=1,
+                                                                     dtype=np.float64)],
+         attrs={"axis": -2, "epsilon": 1e-2}, outputs=3, name="float64_two_axes"),
     Case("portable.LayerNormalizationGrad",
          [rand(2, 3, 4, seed=1), rand(2, 3, 4, seed=2), rand(3, 4, seed=3),
           rand(2, 1, 1, seed=4), rand(2, 1, 1, seed=5)],
@@ -198,6 +205,14 @@ CASES = [
     Case("Softmax", [rand(2, 3, 4, low=-5, high=5)], attrs={"axis": -2}, name="axis_neg2"),
     Case("Softmax", [rand(2, 3, low=500, high=600)], grad=False, name="large"),
     Case("Softmax", [rand(3, 4, dtype=np.float16)], grad=False, atol=1e-3, name="float16"),
+    # many short rows: normalised through a transposed copy (allocated per call, or from the
+    # planned workspace above 64 KiB)
+    Case("Softmax", [rand(2, 16, 8, low=-5, high=5)], name="short_rows"),
+    Case("Softmax", [rand(4, 5, 3, low=-30, high=30)], grad=False, name="short_rows_wide_range"),
+    Case("Softmax", [rand(20, 7, low=500, high=600)], grad=False, name="short_rows_large"),
+    Case("Softmax", [rand(4, 8, 64, 16, low=-5, high=5)], grad=False,
+         name="short_rows_workspace"),
+    Case("Softmax", [rand(4, 200, low=-5, high=5)], grad=False, name="long_rows"),
     Case("LogSoftmax", [rand(3, 4, low=-5, high=5)]),
     Case("LogSoftmax", [rand(3, 4)], attrs={"axis": 0}, name="axis0"),
     Case("LogSoftmax", [rand(2, 3, 4, low=-5, high=5)], attrs={"axis": 1}, name="axis1"),

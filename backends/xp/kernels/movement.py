@@ -44,10 +44,19 @@ def expand(ctx, inputs, outputs, attrs):
     outputs[0][...] = inputs[0]
 
 
-@kernel("Transpose")
-def transpose(ctx, inputs, outputs, attrs):
+def _prepare_transpose(backend, input_types, output_types, attrs) -> tuple[int, ...]:
+    """The permutation as a tuple (no ``perm``: the axes reversed), parsed once per step."""
     perm = attrs["perm"]
-    outputs[0][...] = ctx.xp.transpose(inputs[0], None if perm is None else tuple(perm))
+    if perm is None:
+        return tuple(reversed(range(len(input_types[0].shape))))
+    return tuple(int(axis) for axis in perm)
+
+
+@kernel("Transpose", prepare=_prepare_transpose)
+def transpose(perm, ctx, inputs, outputs, attrs):
+    # (the array's own method: a small transpose costs about a microsecond, and the namespace
+    # function's dispatch was a third of it)
+    outputs[0][...] = inputs[0].transpose(perm)
 
 
 @kernel("Tile")
@@ -102,10 +111,25 @@ def _check_indices(indices, size: int) -> None:
         raise IndexError(f"indices reach outside [-{size}, {size})")
 
 
-@kernel("Gather")
-def gather(ctx, inputs, outputs, attrs):
+def _prepare_gather(backend, input_types, output_types, attrs) -> tuple[int, bool]:
+    """(axis, whether the index is a scalar): a scalar index on a host array selects one
+    sub-array by basic indexing, which copies with no index bookkeeping (attention's q/k/v
+    split gathers 0, 1 and 2 from one packed projection)."""
+    data, indices = input_types[:2]
+    axis = attrs["axis"] % max(len(data.shape), 1)
+    return axis, backend.xp is np and indices is not None and len(indices.shape) == 0
+
+
+@kernel("Gather", prepare=_prepare_gather)
+def gather(plan, ctx, inputs, outputs, attrs):
     data, indices = inputs
-    axis = attrs["axis"] % data.ndim
+    axis, scalar = plan
+    if scalar:
+        index, size = int(indices), data.shape[axis]
+        if not -size <= index < size:
+            raise IndexError(f"index {index} reaches outside [-{size}, {size})")
+        outputs[0][...] = data[(slice(None),) * axis + (index,)]
+        return
     _check_indices(indices, data.shape[axis])
     # NumPy's default mode="raise" buffers `out` (a hidden copy); "wrap" writes straight into
     # it and maps the checked negative indices as ONNX does. CuPy always wraps (no mode).
