@@ -9,6 +9,10 @@ the wall time of N dependent ops (each reads the previous result) divided by N. 
 every runtime once, in an order that flips every round, so load on the machine falls on all
 alike; figures are medians over ``--repeats`` rounds. Targets: 8 us per op on the naive engine,
 15 us on the threaded one.
+
+``*_calls`` count the Python-level function calls (cProfile's count, C functions included) per
+op of the same chains: a figure that load on the machine cannot move, to compare changes on a
+busy machine.
 """
 from __future__ import annotations
 
@@ -35,6 +39,18 @@ def portable_chain(engine_name: str, ops: int, scalar: bool):
                 x = x + one
             x.wait_to_read()
     return run
+
+
+def calls_per_op(engine_name: str, scalar: bool, ops: int = 2000) -> float:
+    """Function calls cProfile counts per op of a ``portable_chain`` (after a warm-up run)."""
+    import cProfile
+    import pstats
+
+    run = portable_chain(engine_name, ops, scalar)
+    run()
+    profile = cProfile.Profile()
+    profile.runcall(run)
+    return round(pstats.Stats(profile).total_calls / ops, 1)
 
 
 def numpy_chain(ops: int, scalar: bool):
@@ -86,6 +102,8 @@ def main() -> None:
             values = samples.get(name)
             result[f"{name}_{operand}_us"] = (round(statistics.median(values), 3) if values
                                               else None)
+        for engine_name in ("naive", "threaded"):
+            result[f"portable_{engine_name}_{operand}_calls"] = calls_per_op(engine_name, scalar)
     result["target_naive_us"], result["target_threaded_us"] = 8.0, 15.0
     print(json.dumps(result))
 

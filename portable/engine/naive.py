@@ -13,6 +13,8 @@ from collections.abc import Callable, Hashable, Iterable
 from portable.engine.base import Engine, OpFailure, PendingOp, Var, raise_failure
 from portable.errors import EngineError
 
+_SEQUENCES = (list, tuple)  # reads and writes that push iterates as they are
+
 
 class NaiveEngine(Engine):
     """Runs each pushed op immediately in the pushing thread.
@@ -42,22 +44,28 @@ class NaiveEngine(Engine):
         if not callable(fn):
             self._normalize(fn, reads, writes, name)  # raises, naming the op
         # One pass per list, under the lock, checks and reads each var: repeats need no removal
-        # here (nothing is queued), and this runs on every imperative op.
-        reads_t, writes_t = tuple(reads), tuple(writes)
-        with self._lock:
+        # here (nothing is queued), and this runs on every imperative op, so the lists the array
+        # code passes are used as they are and a var of ours is told by its class first.
+        if reads.__class__ not in _SEQUENCES:
+            reads = tuple(reads)
+        if writes.__class__ not in _SEQUENCES:
+            writes = tuple(writes)
+        lock = self._lock
+        lock.acquire()  # (not ``with``: half the cost, on every op; try/finally costs nothing)
+        try:
             failure = None
-            for v in reads_t:
-                if not isinstance(v, Var) or v._owner is not self:
-                    self._check_var(v)  # raises, naming the var and why
+            for v in reads:
+                if v.__class__ is not Var or v._owner is not self:
+                    self._check_var(v)  # raises, naming the var and why (unless it is ours)
                 if v._deleted:
-                    self._refuse_deleted(reads_t, name)
+                    self._refuse_deleted(reads, name)
                 if failure is None:
                     failure = v._failure
-            for v in writes_t:
-                if not isinstance(v, Var) or v._owner is not self:
+            for v in writes:
+                if v.__class__ is not Var or v._owner is not self:
                     self._check_var(v)
                 if v._deleted:
-                    self._refuse_deleted(writes_t, name)
+                    self._refuse_deleted(writes, name)
             if failure is not None:
                 failure = failure.passed_on(name)  # skip: its inputs hold no valid data
             else:
@@ -66,8 +74,10 @@ class NaiveEngine(Engine):
                 except BaseException as exc:  # noqa: BLE001 - the contract defers every error
                     failure = OpFailure(name, exc)
                     self._failures.append(failure)
-            for v in writes_t:
+            for v in writes:
                 v._failure = failure
+        finally:
+            lock.release()
 
     def wait_for_var(self, var: Var) -> None:
         """Return at once (all ops already ran), raising the var's failure if it has one."""

@@ -21,128 +21,29 @@ always drains as long as every ``fn`` returns.
 Internal ops (the no-op write that ``wait_for_var`` waits on, and the op of ``delete_var``)
 never reach a worker: they complete in the thread that grants their last request. User ops on
 the :data:`~portable.engine.base.INLINE` device do not either: the thread that made them ready
-starts them as soon as it has released the engine lock (``_run_inline``).
+starts them as soon as it has released the engine lock (``_run_inline``). An INLINE op whose
+vars are all free when it is pushed (every small imperative op) takes a shorter road with the
+same grants (``_run_now``): they are taken in one lock round, ``fn`` runs in the pushing thread,
+and they are released in a second round, with no request queued and no ``_Op`` made.
+
+The records (vars, ops, device queues) live in ``threaded_state``.
 """
 from __future__ import annotations
 
 import heapq
 import os
 import threading
-from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from threading import get_ident
 
-from portable.engine.base import (INLINE, Engine, OpFailure, PendingOp, Var, _var_ids,
-                                  raise_failure)
+from portable.engine.base import INLINE, Engine, OpFailure, PendingOp, Var, raise_failure
+from portable.engine.threaded_state import (_DEFERRED, _DELETE, _READY, _RUNNING, _SYNC, _USER,
+                                            ThreadedVar, _DeviceQueue, _env_int, _Op,
+                                            _pool_key, _positive, _VarOp, _WorkerState,
+                                            release, request)
 from portable.errors import EngineError
 
-_WAITING, _READY, _RUNNING = "waiting", "ready", "running"
-_USER, _SYNC, _DELETE = 0, 1, 2  # op kinds; only _USER ops run on workers
-_DEFERRED = object()  # an asynchronous op started; its on_complete will finish it
-
-
-class ThreadedVar(Var):
-    """A Var with the dependency-queue state the threaded engine keeps for it."""
-
-    __slots__ = ("_queue", "_active_reads", "_writing")
-
-    def __init__(self, name: str, owner: Engine) -> None:
-        # Var.__init__'s fields set here, without the call: a var is made per array.
-        self.name = name
-        self.id = next(_var_ids)
-        self._owner = owner
-        self._failure = None
-        self._deleted = False
-        # Ungranted (op, is_write) requests in push order; None until the first one waits (most
-        # arrays' vars never queue anything, and a deque is a large object to make per array).
-        self._queue: deque[tuple[_Op, bool]] | None = None
-        self._active_reads = 0
-        self._writing = False
-
-
-_GRANTED: frozenset = frozenset()  # the ``waiting`` of an op none of whose requests waits
-
-
-class _Op:
-    """A pushed op. Only what every op needs is set here: one is made per imperative op."""
-
-    __slots__ = ("fn", "name", "reads", "dep_reads", "writes", "device", "priority", "kind",
-                 "seq", "waiting", "state", "asynchronous")
-
-    def __init__(self, fn: Callable | None, name: str, reads: tuple[Var, ...],
-                 dep_reads: tuple[Var, ...], writes: tuple[Var, ...], device: Hashable,
-                 priority: int, kind: int, asynchronous: bool = False) -> None:
-        self.fn = fn
-        self.name = name
-        self.reads = reads          # declared reads: decide whether a failure is inherited
-        self.dep_reads = dep_reads  # reads that are not also writes: read requests
-        self.writes = writes
-        self.device = device
-        self.priority = priority
-        self.kind = kind
-        self.asynchronous = asynchronous  # push_async: finished by on_complete, not by fn
-        self.waiting: set[Var] | frozenset = _GRANTED  # vars whose request waits (_submit)
-        self.state = _WAITING
-        # seq: set by _submit
-
-
-class _VarOp(_Op):
-    """An internal op on one var (``wait_for_var``'s, ``delete_var``'s): never runs a fn."""
-
-    __slots__ = ("failure", "done", "cond")
-
-    def __init__(self, name: str, var: Var, kind: int,
-                 cond: threading.Condition | None = None) -> None:
-        super().__init__(None, name, (), (), (var,), None, 0, kind)
-        self.failure: OpFailure | None = None  # _SYNC: the var's state when it completed
-        self.done = False
-        self.cond = cond  # notified when done (a waiter's)
-
-
-class _DeviceQueue:
-    __slots__ = ("heap", "cond", "threads")
-
-    def __init__(self, lock: threading.Lock) -> None:
-        self.heap: list[tuple[int, int, _Op]] = []  # (-priority, seq, op)
-        self.cond = threading.Condition(lock)
-        self.threads: list[threading.Thread] = []
-
-
-class _WorkerState(threading.local):
-    """Per-thread engine state, with class defaults so that reading it on a thread that never
-    set it costs an attribute lookup, not an AttributeError caught inside getattr."""
-
-    in_op = False      # running one of this engine's ops (a worker, or an inline op)
-    queue = None       # the device queue a worker serves
-
-
-def _env_int(var: str, default: int) -> int:
-    raw = os.environ.get(var, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise EngineError(f"{var}={raw!r} is not an integer") from None
-    if value < 1:
-        raise EngineError(f"{var}={raw!r} must be at least 1")
-    return value
-
-
-def _positive(value: int, what: str) -> int:
-    if not isinstance(value, int) or value < 1:
-        raise EngineError(f"ThreadedEngine: {what} must be a positive int, got {value!r}")
-    return value
-
-
-def _pool_key(device: Hashable) -> Hashable:
-    """All CPU devices share one worker pool: they are the same cores."""
-    if device is None:
-        return "cpu"
-    kind = getattr(device, "device_type", None)
-    if kind == "cpu" or (kind is None and str(device).lower().startswith("cpu")):
-        return "cpu"
-    return device
+_SEQUENCES = (list, tuple)  # the reads and writes _run_now takes (it iterates them twice)
 
 
 class ThreadedEngine(Engine):
@@ -183,7 +84,8 @@ class ThreadedEngine(Engine):
         self._not_full = threading.Condition(self._lock)  # back-pressure waiters
         self._idle = threading.Condition(self._lock)      # wait_all / shutdown waiters
         self._queues: dict[Hashable, _DeviceQueue] = {}
-        self._live: dict[int, _Op] = {}  # unfinished ops by seq, i.e. in push order
+        # Unfinished ops by seq, i.e. in push order (the name only of an op _run_now runs)
+        self._live: dict[int, _Op | str] = {}
         self._seq = 0
         self._num_pending = 0            # unfinished user ops (what back-pressure bounds)
         self._push_waiters = 0
@@ -210,6 +112,9 @@ class ThreadedEngine(Engine):
 
         Blocks while ``max_pending`` ops are unfinished, unless called from inside an op.
         """
+        if ((device is INLINE or (device.__class__ is str and device == INLINE))
+                and self._run_now(fn, reads, writes, name)):
+            return
         reads_t, dep_reads, writes_t = self._normalize(fn, reads, writes, name)
         self._push(_Op(fn, name, reads_t, dep_reads, writes_t, device, priority, _USER))
 
@@ -248,36 +153,79 @@ class ThreadedEngine(Engine):
                 thread = get_ident()
                 if thread not in self._inlining:
                     ops, self._inline = self._inline, []
-        if not ops:
-            return
-        op = ops[0]
-        if len(ops) > 1 or op.asynchronous:
-            self._run_inline(ops, thread)
-            return
-        # One ready op, usually the one just pushed: every small imperative op comes here, so
-        # this is _run_inline's loop and _execute for one op, without their two calls.
-        inlining = self._inlining
-        inlining.add(thread)
-        try:
-            failure = None
-            for v in op.reads:  # (granted: their last writers finished)
-                if v._failure is not None:
-                    failure = v._failure.passed_on(op.name)
-                    break
-            else:
-                try:
-                    op.fn()
-                except BaseException as exc:  # noqa: BLE001 - the contract defers every error
-                    failure = OpFailure(op.name, exc)
-            with self._lock:
-                self._complete(op, failure)
-                ops = None
-                if self._inline:  # (never keep the shared list: others append to it)
-                    ops, self._inline = self._inline, []
-        finally:
-            inlining.discard(thread)
         if ops:
             self._run_inline(ops, thread)
+
+    def _run_now(self, fn: Callable[[], object], reads: Iterable[Var], writes: Iterable[Var],
+                 name: str) -> bool:
+        """Run an INLINE op whose vars are all free here and now, with no request queued and
+        no _Op made: every small imperative op (``x + y``) comes here. It takes and releases
+        its grants under the lock as any op does, so while ``fn`` runs (outside the lock) other
+        threads see its vars busy and queue behind them; it counts as pending (``wait_all``
+        and back-pressure see it) and ``pending()`` lists it as running. An op that ``fn``
+        pushes runs as it would from a worker's op (at once if its vars are free: those of
+        this op are not).
+
+        Returns:
+            False, having changed nothing, where the op needs the general path: a var that is
+            busy (or foreign, or deleted: the general path raises), reads or writes that are
+            not a list or tuple, back-pressure, a stopped engine, ready inline ops not yet
+            started, or a call from inside ``_run_inline``'s loop (which starts what its ops
+            push after them, in order).
+        """
+        if not (reads.__class__ in _SEQUENCES and writes.__class__ in _SEQUENCES
+                and callable(fn)):
+            return False
+        lock = self._lock
+        # acquire/release, not ``with``: half the cost, on every small op (try/finally is free)
+        lock.acquire()
+        try:
+            if (self._stopped or self._inline
+                    or (self._inlining and get_ident() in self._inlining)
+                    or (self._num_pending >= self._max_pending and not self._local.in_op)):
+                return False
+            for v in reads:  # (a read waits only for a writer: active or queued)
+                if (v.__class__ is not ThreadedVar or v._owner is not self or v._writing
+                        or v._queue or v._deleted):
+                    return False
+            for v in writes:
+                if (v.__class__ is not ThreadedVar or v._owner is not self or v._writing
+                        or v._active_reads or v._queue or v._deleted):
+                    return False
+            # A var both read and written gets both grants (checked above on the state before
+            # either), and ``release`` returns both.
+            for v in reads:
+                v._active_reads += 1
+            for v in writes:
+                v._writing = True
+            self._seq = seq = self._seq + 1
+            self._live[seq] = name  # (a name, not an _Op: pending() lists it as running)
+            self._num_pending += 1
+        finally:
+            lock.release()
+        failure = None
+        for v in reads:  # (granted: their last writers finished)
+            if v._failure is not None:
+                failure = v._failure.passed_on(name)
+                break
+        else:
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001 - the contract defers every error
+                failure = OpFailure(name, exc)
+        ops = None
+        lock.acquire()
+        try:
+            ready: list[_Op] = []
+            release(reads, writes, ready, failure)
+            self._finish(seq, failure, ready)
+            if self._inline:  # (readied here, or pushed by fn: never keep the shared list)
+                ops, self._inline = self._inline, []
+        finally:
+            lock.release()
+        if ops:
+            self._run_inline(ops, get_ident())
+        return True
 
     def wait_for_var(self, var: Var) -> None:
         """Block until all ops pushed so far that use ``var`` finished; see the base class.
@@ -346,9 +294,10 @@ class ThreadedEngine(Engine):
         """Every unfinished op (including waits and deletes), oldest first, with the vars
         whose earlier users it still waits for."""
         with self._lock:
-            return [PendingOp(op.name,
-                              tuple(v for v in op.dep_reads + op.writes if v in op.waiting),
-                              op.state, op.device, op.priority)
+            return [PendingOp(op, (), _RUNNING, INLINE) if op.__class__ is str  # (_run_now's)
+                    else PendingOp(op.name,
+                                   tuple(v for v in op.dep_reads + op.writes if v in op.waiting),
+                                   op.state, op.device, op.priority)
                     for op in self._live.values()]
 
     def shutdown(self, wait: bool = True) -> None:
@@ -366,7 +315,7 @@ class ThreadedEngine(Engine):
             for queue in self._queues.values():
                 queue.cond.notify_all()
             for op in self._live.values():
-                if op.kind == _SYNC:
+                if op.__class__ is _VarOp and op.kind == _SYNC:
                     op.cond.notify_all()
             self._not_full.notify_all()
             self._idle.notify_all()
@@ -393,72 +342,13 @@ class ThreadedEngine(Engine):
         self._seq = seq = self._seq + 1
         op.seq = seq
         self._live[seq] = op
-        waiting = None  # (a set only for an op that waits: most imperative ops do not)
-        for v in op.dep_reads:
-            if v._writing or v._queue:
-                queue = v._queue
-                if queue is None:
-                    queue = v._queue = deque()
-                queue.append((op, False))
-                if waiting is None:
-                    waiting = op.waiting = set()
-                waiting.add(v)
-            else:
-                v._active_reads += 1
-        for v in op.writes:
-            if v._writing or v._active_reads or v._queue:
-                queue = v._queue
-                if queue is None:
-                    queue = v._queue = deque()
-                queue.append((op, True))
-                if waiting is None:
-                    waiting = op.waiting = set()
-                waiting.add(v)
-            else:
-                v._writing = True
-        if waiting is not None:
+        if request(op):
             return
-        if op.kind == _USER and op.device == INLINE:  # (ready at push: the common small op)
+        if op.kind == _USER and op.device == INLINE:  # (ready at push)
             op.state = _RUNNING
             self._inline.append(op)
         else:
             self._schedule([op])
-
-    def _advance(self, v: ThreadedVar, ready: list[_Op]) -> None:
-        """Grant the requests at the head of ``v``'s queue that may now proceed."""
-        queue = v._queue
-        while queue:
-            op, is_write = queue[0]
-            if is_write:
-                if v._writing or v._active_reads:
-                    return
-                queue.popleft()
-                v._writing = True
-                op.waiting.discard(v)
-                if not op.waiting:
-                    ready.append(op)
-                return
-            if v._writing:
-                return
-            queue.popleft()
-            v._active_reads += 1
-            op.waiting.discard(v)
-            if not op.waiting:
-                ready.append(op)
-
-    def _release(self, op: _Op, ready: list[_Op], failure: OpFailure | None = None) -> None:
-        """Release ``op``'s grants, storing ``failure`` (its outcome) on the vars it writes;
-        ops whose last request this grants go to ``ready``."""
-        for v in op.dep_reads:
-            v._active_reads -= 1
-            if not v._active_reads and v._queue:
-                self._advance(v, ready)
-        for v in op.writes:
-            # (Set before the caller schedules ``ready``: a wait granted here reads it.)
-            v._failure = failure
-            v._writing = False
-            if v._queue:
-                self._advance(v, ready)
 
     def _schedule(self, ready: list[_Op]) -> None:
         """Hand ready user ops to their device; complete ready inline ops right here."""
@@ -476,8 +366,8 @@ class ThreadedEngine(Engine):
                 continue
             var = op.writes[0]
             if op.kind == _SYNC:
-                op.failure = var._failure  # (and _release puts it back)
-            self._release(op, ready, op.failure)  # _DELETE: drop what the var holds
+                op.failure = var._failure  # (and ``release`` puts it back)
+            release((), op.writes, ready, op.failure)  # _DELETE: drop what it holds
             del self._live[op.seq]
             op.done = True
             if op.cond is not None:
@@ -485,12 +375,17 @@ class ThreadedEngine(Engine):
 
     def _complete(self, op: _Op, failure: OpFailure | None) -> None:
         """Record a finished user op's outcome and release its vars."""
-        if failure is not None and failure.hops == 0:
-            self._failures.append((op.seq, failure))  # raised by this op, not inherited
         ready: list[_Op] = []
-        self._release(op, ready, failure)
-        del self._live[op.seq]
+        release(op.dep_reads, op.writes, ready, failure)
         op.fn = None  # drop the closure (and the arrays it holds) now
+        self._finish(op.seq, failure, ready)
+
+    def _finish(self, seq: int, failure: OpFailure | None, ready: list[_Op]) -> None:
+        """Forget the finished user op ``seq`` (its grants released), wake whoever waits for
+        fewer pending ops, and schedule the ops its release made ready."""
+        if failure is not None and failure.hops == 0:
+            self._failures.append((seq, failure))  # raised by this op, not inherited
+        del self._live[seq]
         self._num_pending -= 1
         if self._push_waiters and self._num_pending < self._max_pending:
             self._not_full.notify()

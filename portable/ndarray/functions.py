@@ -42,7 +42,8 @@ def _as_input(value: Any, like: NDArray | None) -> Any:
             if len(_scalars) >= 1024:  # (NaN never matches itself: keep the table bounded)
                 _scalars.clear()
             cached = _as_array(value, like)
-            _scalars[_scalar_key(value, like, cached._var._owner)] = cached
+            if value or type(value) is not float:  # (0.0 == -0.0: a key cannot tell them)
+                _scalars[_scalar_key(value, like, cached._var._owner)] = cached
         return cached
     return _as_array(value, like)
 
@@ -93,23 +94,41 @@ def _binary(op_name: str, reverse: bool = False, inplace: bool = False):
         return method
 
     # ``x + y`` is the commonest imperative call: the scalar constant and the per-signature
-    # call (``invoke.plain_calls``, keyed as invoke keys it) are looked up here, inline.
+    # call (``invoke.plain_calls``, keyed as invoke keys it) are looked up here, inline, and
+    # each is kept with what it was found for: a run of ops of one signature (the usual case)
+    # finds them by identity tests and two shape comparisons, without building and hashing a
+    # key. (Each memo is replaced as one tuple: threads may share the method. The scalar's is
+    # keyed by the Python object itself: 0.0 and -0.0 are two, and a held object keeps its id.)
+    last = [((), None, (), None, None)]  # (shape a, dtype a, shape b, dtype b, plain call)
+    last_scalar = [(None, None, None, None, None)]  # (value, dtype, device, engine, constant)
+
     def method(self: NDArray, other: Any) -> Any:
         if type(other) in _SCALAR_TYPES:
-            constant = _scalars.get((type(other), other, self._data.dtype, id(self._device),
-                                     self._var._owner))  # (as _scalar_key makes it)
-            other = constant if constant is not None else _as_input(other, self)
+            value, dtype, device, engine, constant = last_scalar[0]
+            if (other is not value or self._data.dtype is not dtype
+                    or self._device is not device or self._var._owner is not engine):
+                constant = _scalars.get((type(other), other, self._data.dtype,
+                                         id(self._device), self._var._owner))  # (_scalar_key)
+                if constant is None:
+                    constant = _as_input(other, self)
+                last_scalar[0] = (other, self._data.dtype, self._device, self._var._owner,
+                                  constant)
+            other = constant
         elif not isinstance(other, NDArray):
             other = _as_input(other, self)
             if other is None:
                 return invoke(op_name, [None, self] if reverse else [self, None])
         a, b = (other, self) if reverse else (self, other)
-        inputs = [a, b]
-        call = plain_calls.get((op_name, (), None, ((a._data.shape, a._data.dtype),
-                                                   (b._data.shape, b._data.dtype))))
-        if call:
-            return run_plain(call, op_name, inputs)
-        return invoke(op_name, inputs)
+        data_a, data_b = a._data, b._data
+        shape_a, dtype_a, shape_b, dtype_b, call = last[0]
+        if (data_a.dtype is not dtype_a or data_b.dtype is not dtype_b
+                or data_a.shape != shape_a or data_b.shape != shape_b):
+            call = plain_calls.get((op_name, (), None, ((data_a.shape, data_a.dtype),
+                                                       (data_b.shape, data_b.dtype))))
+            if not call:
+                return invoke(op_name, [a, b])
+            last[0] = (data_a.shape, data_a.dtype, data_b.shape, data_b.dtype, call)
+        return run_plain(call, op_name, [a, b])
     return method
 
 

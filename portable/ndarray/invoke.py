@@ -225,7 +225,7 @@ class _PlainCall:
     training mode, no view, a type rule that read no input value."""
 
     __slots__ = ("op", "attrs", "count", "alloc", "single", "pad", "inline", "types", "kernels",
-                 "node", "last", "arity")
+                 "node", "last", "arity", "random")
 
     def __init__(self, op_name, op, attrs, count, alloc, declared, inline, types) -> None:
         self.op, self.attrs, self.count, self.alloc = op, attrs, count, alloc
@@ -233,6 +233,7 @@ class _PlainCall:
         self.single = alloc[0] if count == 1 and alloc[0] is not None else None
         self.pad = max(0, declared - count)  # outputs the kernel writes that nobody asked for
         self.inline = inline
+        self.random = op.random  # (draws from the one generator: see rng_var)
         self.types = types      # (input types, output types) for the kernel's plan-time part
         # 1 or 2 when every input is present (the unary and binary calls, whose read lists
         # are built without a loop), else 0
@@ -352,11 +353,16 @@ def run_plain(call: _PlainCall, op_name: str, inputs: Sequence[Any]) -> Any:
         result = outputs[0] if call.count == 1 else tuple(outputs)
     if call.pad:
         out_data += [None] * call.pad
-    if call.op.random:  # (one generator: its draws follow push order)
+    if call.random:  # (one generator: its draws follow push order)
         reads.append(rng_var())
         writes.append(rng_var())
-    _launch(engine, op_name, call.node, last[2], last[1], last[3],
-            INLINE if call.inline else device, in_data, out_data, call.attrs, reads, writes)
+    if last[3] is None:  # (a context-free kernel: _launch's first case, without its call)
+        engine.push(functools.partial(_run_context_free, op_name, last[2], in_data, out_data,
+                                      call.attrs),
+                    reads, writes, INLINE if call.inline else device, 0, op_name)
+    else:
+        _launch(engine, op_name, call.node, last[2], last[1], last[3],
+                INLINE if call.inline else device, in_data, out_data, call.attrs, reads, writes)
     if tape.is_recording():
         tape.record_op(op_name, call.op, call.attrs, inputs,
                        [result] if new is not None else outputs)
@@ -399,12 +405,8 @@ def _launch(engine, op_name, node, kernel, backend, free, device, in_data, out_d
     """Push one kernel call on its arrays' vars; ``free``: its backend's idle contexts, or
     None for a kernel that takes no context (it is given None)."""
     if free is None:
-        def run() -> None:
-            started = profiler.op_started()
-            kernel(None, in_data, out_data, attrs)
-            if started:
-                profiler.op_finished(op_name, started)
-        engine.push(run, reads, writes, device, 0, op_name)
+        engine.push(functools.partial(_run_context_free, op_name, kernel, in_data, out_data,
+                                      attrs), reads, writes, device, 0, op_name)
         return
 
     def run() -> None:
@@ -422,6 +424,16 @@ def _launch(engine, op_name, node, kernel, backend, free, device, in_data, out_d
         free.append(ctx)  # (not after a failure: a kernel may have kept it)
 
     engine.push(run, reads, writes, device, 0, op_name)
+
+
+def _run_context_free(op_name, kernel, in_data, out_data, attrs) -> None:
+    """The body of a pushed op whose kernel takes no context. Pushed as a partial, not a
+    closure: it is made per imperative op, and a closure would turn the caller's variables it
+    holds into cells, made on every call of the caller."""
+    started = profiler.op_started()
+    kernel(None, in_data, out_data, attrs)
+    if started:
+        profiler.op_finished(op_name, started)
 
 
 def _kernel_node(op_name: str) -> Node:

@@ -9,7 +9,7 @@ import pytest
 from portable import nd
 from portable.device import cpu, null
 from portable.engine import use_engine
-from portable.errors import BackendError, EngineError
+from portable.errors import BackendError, EngineError, ShapeError
 
 
 @pytest.fixture(params=["naive", "threaded"])
@@ -154,3 +154,37 @@ def test_a_failing_inline_op_fails_its_readers_and_one_wait_all(engine):
     with pytest.raises(EngineError, match="broken"):
         engine.wait_all()
     engine.wait_all()  # (each failure is reported by one wait_all)
+
+
+def test_signed_zero_constants_keep_their_sign(engine):
+    # (0.0 == -0.0, so a table keyed by value would hand one the other's constant array)
+    host = np.array([-0.0, 0.0, 2.0], np.float32)
+    x = nd.array(host)
+    for _ in range(2):  # (the second round takes whatever the operators kept)
+        for value in (0.0, -0.0):
+            np.testing.assert_array_equal(np.signbit((x + value).asnumpy()),
+                                          np.signbit(host + np.float32(value)))
+            np.testing.assert_array_equal(np.signbit((x * value).asnumpy()),
+                                          np.signbit(host * np.float32(value)))
+            np.testing.assert_array_equal(np.signbit((value - x).asnumpy()),
+                                          np.signbit(np.float32(value) - host))
+
+
+def test_operators_alternating_signatures_match_numpy(engine):
+    # (an operator keeps its last signature's call and scalar constant: alternating shapes,
+    # dtypes, operand order and scalars must each still get their own)
+    rng = np.random.default_rng(0)
+    hosts = [rng.standard_normal(s).astype(np.float32) for s in ((4,), (2, 3), (3,))]
+    hosts.append(rng.standard_normal(4).astype(np.float64))
+    arrays = [nd.array(h, dtype=h.dtype) for h in hosts]
+    for _ in range(3):
+        for host, array in zip(hosts, arrays):
+            for value in (2, 2.5, True, 0.0, -0.0):
+                constant = np.asarray(value).astype(host.dtype)  # (Python scalars take x's)
+                got = (array + value).asnumpy()
+                assert got.dtype == host.dtype
+                np.testing.assert_array_equal(got, host + constant)
+                np.testing.assert_array_equal((value - array).asnumpy(), constant - host)
+            np.testing.assert_array_equal((array * array).asnumpy(), host * host)
+    with pytest.raises(ShapeError):
+        arrays[0] + arrays[2]  # (4,) and (3,): the type rule still runs for a new pair
