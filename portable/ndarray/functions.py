@@ -13,7 +13,7 @@ import numpy as np
 
 from portable import autograd
 from portable.dtypes import to_onnx
-from portable.errors import ShapeError
+from portable.errors import OpError, ShapeError
 from portable.ndarray.indexing import getitem, setitem
 from portable.ndarray.invoke import constant_like, invoke, plain_calls, run_plain
 from portable.ndarray.ndarray import NDArray, array
@@ -46,6 +46,26 @@ def _as_input(value: Any, like: NDArray | None) -> Any:
                 _scalars[_scalar_key(value, like, cached._var._owner)] = cached
         return cached
     return _as_array(value, like)
+
+
+def _operand(value: Any, like: NDArray) -> Any:
+    """The other operand of an arithmetic operator on ``like``, as an NDArray. An int or bool
+    (Python's or NumPy's) beside an integer array takes the array's dtype, as MXNet's scalar operators
+    (``_plus_scalar`` and its family) cast the scalar to the array's type: int32 + 1 is
+    int32. (``_as_input`` keeps it int64 for the generated functions, whose integer inputs,
+    such as TopK's K, must be.) Other values are ``_as_input``'s.
+
+    Raises:
+        OpError: the int does not fit the array's dtype (uint8 - 1 has no uint8 operand).
+    """
+    if isinstance(value, (int, np.integer, np.bool_)) and like._data.dtype.kind in "iu":
+        try:
+            host = np.array(value, dtype=like._data.dtype)
+        except OverflowError:
+            raise OpError(f"the operand {value!r} does not fit the array's dtype "
+                          f"{like._data.dtype}; cast the array first (astype)") from None
+        return array(host, device=like.device, dtype=host.dtype)
+    return _as_input(value, like)
 
 
 def _scalar_key(value: Any, like: NDArray, engine: Any) -> tuple:
@@ -89,7 +109,7 @@ def generated_functions() -> dict[str, Callable[..., Any]]:
 def _binary(op_name: str, reverse: bool = False, inplace: bool = False):
     if inplace:
         def method(self: NDArray, other: Any) -> Any:
-            other = _as_input(other, self) if not isinstance(other, NDArray) else other
+            other = _operand(other, self) if not isinstance(other, NDArray) else other
             return invoke(op_name, [self, other], out=self)
         return method
 
@@ -107,15 +127,16 @@ def _binary(op_name: str, reverse: bool = False, inplace: bool = False):
             value, dtype, device, engine, constant = last_scalar[0]
             if (other is not value or self._data.dtype is not dtype
                     or self._device is not device or self._var._owner is not engine):
-                constant = _scalars.get((type(other), other, self._data.dtype,
-                                         id(self._device), self._var._owner))  # (_scalar_key)
+                constant = None if self._data.dtype.kind in "iu" else _scalars.get(
+                    (type(other), other, self._data.dtype, id(self._device),
+                     self._var._owner))  # (_scalar_key; an integer array's is its own)
                 if constant is None:
-                    constant = _as_input(other, self)
+                    constant = _operand(other, self)
                 last_scalar[0] = (other, self._data.dtype, self._device, self._var._owner,
                                   constant)
             other = constant
         elif not isinstance(other, NDArray):
-            other = _as_input(other, self)
+            other = _operand(other, self)
             if other is None:
                 return invoke(op_name, [None, self] if reverse else [self, None])
         a, b = (other, self) if reverse else (self, other)

@@ -154,3 +154,33 @@ def test_waitall_and_wait_to_read():
     nd.waitall()
     assert xs[5].wait_to_read() is xs[5]
     np.testing.assert_array_equal(xs[19].asnumpy(), np.full((4,), 38.0))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8", "int8"])
+def test_a_python_int_operand_takes_the_integer_arrays_dtype(dtype):
+    """MXNet's scalar operators (``_plus_scalar`` ...) cast the scalar to the array's dtype:
+    int32 + 1 is int32 (it used to fail: the constant was made int64). Checked against NumPy
+    with the scalar cast to the array's dtype first, for each operator and side."""
+    host = np.array([1, 5, 7, 100], dtype)
+    x = nd.array(host, dtype=dtype)
+    two = np.array(2, dtype)
+    cases = {"x + 2": (lambda: x + 2, host + two), "2 + x": (lambda: 2 + x, two + host),
+             "x - 1": (lambda: x - 1, host - np.array(1, dtype)),
+             "x * 2": (lambda: x * 2, host * two), "x ** 2": (lambda: x ** 2, host ** two),
+             "x + np.int64(2)": (lambda: x + np.int64(2), host + two),
+             "x + True": (lambda: x + True, host + np.array(1, dtype))}
+    for name, (run, expected) in cases.items():
+        got = run()
+        assert got.dtype == np.dtype(dtype), name
+        np.testing.assert_array_equal(got.asnumpy(), expected, err_msg=name)
+    y = x.copy()
+    y += 3
+    np.testing.assert_array_equal(y.asnumpy(), host + np.array(3, dtype))
+
+
+def test_an_int_operand_that_does_not_fit_the_arrays_dtype_is_refused():
+    from portable.errors import OpError
+
+    x = nd.array([1, 2], dtype="uint8")
+    with pytest.raises(OpError, match="300 does not fit the array's dtype uint8"):
+        x + 300
