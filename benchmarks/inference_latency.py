@@ -300,10 +300,13 @@ def dynamic_case(args: argparse.Namespace) -> dict:
 
 
 def profile(models: list[str], runs: int = 5) -> dict:
-    """Share of portable's time per op type (batch 1): the compiled plan run one step at a
-    time (``CompiledGraph.execute(env, i, i + 1)``), each step timed ``runs`` times; a step
-    counts its median (on a shared machine one preempted step would otherwise stand out)."""
+    """Share of portable's time per op type (batch 1): the compiled plan's bound run with
+    each kernel call timed (``CompiledGraph.run(feeds, timings)``), ``runs`` times; a step
+    counts its median (on a shared machine one preempted step would otherwise stand out).
+    Views (Reshape, Flatten ... of planned buffers) cost nothing at run time and are not
+    listed."""
     from exporters.onnx import backend
+    from portable.executor.feeds import to_device
 
     paths = suite_models()
     result = {}
@@ -312,21 +315,21 @@ def profile(models: list[str], runs: int = 5) -> dict:
         rep = backend.prepare(model)
         rep.run({input_name: x})
         plan = rep.plan({input_name: x})
-        step_times: list[list[float]] = [[] for _ in plan.steps]
+        feeds = {input_name: to_device(plan.backend, x)}
+        step_times: dict[int, tuple[str, list[float]]] = {}
         for _ in range(runs):
-            env = plan.bind({input_name: x})
-            for index in range(len(plan.steps)):
-                start = time.perf_counter()
-                plan.execute(env, index, index + 1)
-                step_times[index].append(time.perf_counter() - start)
+            timings: list = []
+            plan.run(feeds, timings)
+            for index, (node, seconds) in enumerate(timings):
+                step_times.setdefault(index, (node.op, []))[1].append(seconds)
         per_op: dict[str, float] = {}
-        for step, times in zip(plan.steps, step_times):
-            per_op[step.node.op] = per_op.get(step.node.op, 0.0) + statistics.median(times)
+        for op, times in step_times.values():
+            per_op[op] = per_op.get(op, 0.0) + statistics.median(times)
         total = sum(per_op.values())
         result[name] = {op: round(t / total, 3) for op, t in
                         sorted(per_op.items(), key=lambda kv: -kv[1]) if t / total >= 0.01}
         result[name]["ms_per_run"] = round(1e3 * total, 2)
-        result[name]["steps"] = len(plan.steps)  # (many short steps: per-step overhead counts)
+        result[name]["steps"] = len(step_times)  # (many short steps: per-step overhead counts)
     return result
 
 

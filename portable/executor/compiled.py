@@ -32,6 +32,7 @@ Example:
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -392,8 +393,9 @@ class CompiledGraph:
             except Exception as exc:
                 raise step_failure(node, self.device, inputs, exc) from exc
 
-    def run(self, feeds: Mapping[str, Any]) -> list[Any]:
+    def run(self, feeds: Mapping[str, Any], timings: list | None = None) -> list[Any]:
         """Run the whole plan on device arrays ``feeds`` (by input name); returns the outputs.
+        With ``timings`` (a list), each kernel step's node and seconds are appended to it.
 
         Returned arrays are views into the plan's arena: the next run overwrites them.
         """
@@ -404,7 +406,14 @@ class CompiledGraph:
                 except Unbindable:
                     self._bound = False
             if self._bound:
-                return self._bound.run(feeds)
+                return self._bound.run(feeds, timings)
         env = self.bind(feeds)
-        self.execute(env)
+        if timings is None:
+            self.execute(env)
+        else:
+            for index, step in enumerate(self.steps):
+                start = time.perf_counter()
+                self.execute(env, index, index + 1)
+                if step.kernel is not None:
+                    timings.append((step.node, time.perf_counter() - start))
         return [env[name] for name in self.graph.outputs]

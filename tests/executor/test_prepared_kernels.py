@@ -161,6 +161,34 @@ def test_bound_runs_read_each_runs_inputs_and_views():
         np.testing.assert_array_equal(got[0], general[plan.graph.outputs[0]])
 
 
+def test_timed_runs_list_each_kernel_step_and_give_the_same_answers():
+    """``run(feeds, timings)``, what profiles read: one (node, seconds) per kernel step in
+    plan order (the views Reshape and Flatten are none), on the bound path and on the
+    general one, with the outputs of an untimed run."""
+    from portable import profiler
+
+    model = _reshaping_model()
+    x = np.random.default_rng(6).standard_normal((2, 12)).astype(np.float32)
+    rep, plan = _plan_of(model, x)
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    kernel_ops = [step.node.op for step in plan.steps if step.kernel is not None]
+    assert "Reshape" not in kernel_ops and "Flatten" not in kernel_ops
+    for general in (False, True):
+        timings: list = []
+        if general:  # (while the profiler records, runs take the general path)
+            profiler.set_state("run")
+            try:
+                got = plan.run({"x": x}, timings)
+            finally:
+                profiler.set_state("stop")
+                profiler.dumps(reset=True)
+        else:
+            got = plan.run({"x": x}, timings)
+        assert [node.op for node, _ in timings] == kernel_ops
+        assert all(seconds >= 0 for _, seconds in timings)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
 def test_bound_runs_do_not_hold_the_callers_arrays():
     import gc
     import weakref
