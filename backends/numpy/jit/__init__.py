@@ -26,6 +26,7 @@ import warnings
 from typing import Callable
 
 from backends.xp.kernels import conv as xp_conv
+from backends.xp.kernels import elementwise as xp_elementwise
 from backends.xp.kernels import fused as xp_fused
 from backends.xp.kernels import rnn as xp_rnn
 from portable.backend import PreparedKernel, bound_kernel
@@ -40,6 +41,7 @@ OVERRIDES: dict[str, tuple[str, Callable]] = {
     "portable.FusedConv": ("fused_conv", xp_fused.fused_conv),  # (bias and Relu/Clip inside)
     "ConvTranspose": ("depthwise", xp_conv.conv_transpose),
     "portable.ConvGradWeight": ("depthwise", xp_conv.conv_grad_weight),
+    "Where": ("select", xp_elementwise.where),  # (gradient masks: a blend, not a branch)
     "LSTM": ("recurrent", xp_rnn.kernels["LSTM"]),
     "GRU": ("recurrent", xp_rnn.kernels["GRU"]),
 }
