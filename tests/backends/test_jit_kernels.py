@@ -204,6 +204,38 @@ def test_max_pool_nan_and_infinity_as_argmax(seed):
     np.testing.assert_allclose(ours[0], theirs[0], **_tol(x.dtype))
 
 
+@pytest.mark.parametrize("kernel,shape,ceil_mode", [((2, 2), (3, 5, 24, 24), 0),
+                                                    ((2, 2), (2, 3, 9, 7), 0),
+                                                    ((3, 2), (2, 4, 10, 9), 0),
+                                                    ((2, 2), (2, 3, 9, 7), 1)])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_max_pool_grad_of_tiling_windows(kernel, shape, ceil_mode, dtype):
+    """Windows that tile the plane (stride = kernel, no padding: LeNet's pools) take their own
+    loop, which must pick each window's first maximum as the general one does: ties, NaN
+    (the first wins) and -inf included; a ceil_mode partial window takes the general loop."""
+    from backends.numpy.jit import max_pool
+
+    rng = np.random.default_rng(sum(shape))
+    x = np.round(rng.standard_normal(shape)).astype(dtype)  # (ties)
+    attrs = _attrs("portable.MaxPoolGrad", kernel_shape=list(kernel), strides=list(kernel),
+                   ceil_mode=ceil_mode)
+    geom = pool_geometry(x.shape[2:], attrs)
+    dy = rng.standard_normal(x.shape[:2] + geom.out).astype(dtype)
+    loop, _ = max_pool._prepare_max_pool_grad(array_types([dy, x]), array_types([x]), attrs)
+    partial = geom.out[0] * kernel[0] > shape[2] or geom.out[1] * kernel[1] > shape[3]
+    assert (loop is max_pool.max_pool_grad_tiles_serial) == (not partial)
+    ours, theirs = _both("portable.MaxPoolGrad", [dy, x], [x.shape], [x.dtype], attrs)
+    explicit = dict(attrs, pads=list(geom.head) + list(geom.tail), auto_pad="NOTSET")
+    want = max_pool_grad_reference([dy.astype(np.float64), x.astype(np.float64)], explicit)[0]
+    np.testing.assert_allclose(ours[0], want, **_tol(x.dtype))
+    np.testing.assert_array_equal(ours[0], theirs[0])
+    # NaN (the first one wins) and -inf: the xp kernel's argmax over the windows decides
+    x.reshape(-1)[rng.random(x.size) < 0.05] = np.nan
+    x.reshape(-1)[rng.random(x.size) < 0.1] = -np.inf
+    ours, theirs = _both("portable.MaxPoolGrad", [dy, x], [x.shape], [x.dtype], attrs)
+    np.testing.assert_array_equal(ours[0], theirs[0])
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_max_pool_grad_matches_direct_loop_and_xp(seed):
     x, attrs, geom = _pool_config(seed, "portable.MaxPoolGrad")

