@@ -349,7 +349,7 @@ def test_small_conv_loop_leaves_other_convs_to_the_other_tiers():
     jit = pytest.importorskip("backends.numpy.jit")
     if not jit.available():
         pytest.skip("numba is not installed (pip install 'portable[jit]')")
-    from backends.numpy.jit.small_conv import SMALL_WORK, _prepare_small
+    from backends.numpy.jit.small_conv import SMALL_WORK, prepare_small
     from portable.ops import registry
 
     defaults = {key: spec.default for key, spec in registry.get("Conv").attrs.items()}
@@ -361,7 +361,7 @@ def test_small_conv_loop_leaves_other_convs_to_the_other_tiers():
         geom = window_geometry(x_shape[2:], w_shape[2:], attrs)
         types = array_types([np.empty(x_shape, dtype), np.empty(w_shape, dtype)])
         out = array_types([np.empty((x_shape[0], w_shape[0]) + geom.out, dtype)])
-        return _prepare_small(types, out, attrs) is not None
+        return prepare_small(types, out, attrs) is not None
 
     assert taken((1, 4, 8, 8), (4, 4, 3, 3), pads=[1, 1, 1, 1])
     assert not taken((1, 4, 8, 8), (4, 4, 3, 3))  # no padding: one strided copy and a GEMM
