@@ -28,6 +28,7 @@ from typing import Callable
 from backends.xp.kernels import conv as xp_conv
 from backends.xp.kernels import elementwise as xp_elementwise
 from backends.xp.kernels import fused as xp_fused
+from backends.xp.kernels import linalg as xp_linalg
 from backends.xp.kernels import rnn as xp_rnn
 from portable.backend import PreparedKernel, bound_kernel
 
@@ -42,6 +43,7 @@ OVERRIDES: dict[str, tuple[str, Callable]] = {
     "ConvTranspose": ("depthwise", xp_conv.conv_transpose),
     "portable.ConvGradWeight": ("depthwise", xp_conv.conv_grad_weight),
     "Where": ("select", xp_elementwise.where),  # (gradient masks: a blend, not a branch)
+    "Gemm": ("small_gemm", xp_linalg.gemm),  # (a few rows: no weight packing)
     "LSTM": ("recurrent", xp_rnn.kernels["LSTM"]),
     "GRU": ("recurrent", xp_rnn.kernels["GRU"]),
 }

@@ -19,8 +19,12 @@ def gemm(ctx, inputs, outputs, attrs):
     xp = ctx.xp
     a = inputs[0].T if attrs["transA"] else inputs[0]
     b = inputs[1].T if attrs["transB"] else inputs[1]
-    y = outputs[0]
-    xp.matmul(a, b, out=y)
+    xp.matmul(a, b, out=outputs[0])
+    gemm_scale_and_add(inputs, outputs[0], attrs)
+
+
+def gemm_scale_and_add(inputs, y, attrs) -> None:
+    """What Gemm does after A @ B (in ``y``): times alpha, plus beta times C (when given)."""
     if attrs["alpha"] != 1.0:
         y *= y.dtype.type(attrs["alpha"])
     c = inputs[2] if len(inputs) > 2 else None
