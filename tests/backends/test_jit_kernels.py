@@ -300,6 +300,39 @@ def test_depthwise_conv_matches_direct_loop_and_xp(seed):
     np.testing.assert_allclose(ours[0], theirs[0], **_tol(x.dtype))
 
 
+@pytest.mark.parametrize("seed", range(16))
+def test_depthwise_conv_at_stride_1_runs_whole_plane_offsets(seed):
+    """Stride 1 and dilation 1 on planes past the channel-inner loop's size take
+    ``conv_wide`` (each kernel offset one run over a zero-padded plane): random kernels,
+    pads (asymmetric, or auto_pad), multipliers and sizes, against the float64 reference and
+    the xp kernel."""
+    from backends.numpy.jit import depthwise
+
+    rng = np.random.default_rng(700 + seed)
+    c, multiplier = int(rng.integers(2, 9)), int(rng.integers(1, 3))
+    kernel = [int(k) for k in rng.integers(1, 6, 2)]
+    given = dict(group=c, pads=[int(rng.integers(0, k)) for k in kernel * 2])
+    if seed % 4 == 3:
+        given = dict(group=c, auto_pad=["SAME_UPPER", "SAME_LOWER", "VALID"][seed % 3])
+    dtype = FLOATS[seed % 2]
+    size = [int(rng.integers(k + 8, k + 20)) for k in kernel]
+    x = rng.standard_normal((int(rng.integers(1, 3)), c, *size)).astype(dtype)
+    w = rng.standard_normal((c * multiplier, 1, *kernel)).astype(dtype)
+    b = rng.standard_normal(c * multiplier).astype(dtype) if seed % 2 else None
+    attrs = _attrs("Conv", **given)
+    geom = window_geometry(x.shape[2:], w.shape[2:], attrs)
+    inputs = [x, w] if b is None else [x, w, b]
+    y_shape = (x.shape[0], w.shape[0]) + geom.out
+    state = depthwise.plan_conv(array_types(inputs), array_types([np.empty(y_shape, dtype)]),
+                                attrs)
+    assert state[0] is depthwise.conv_wide
+    ours, theirs = _both("Conv", inputs, [y_shape], [x.dtype], attrs)
+    want = depthwise_reference(x.astype(np.float64), w.astype(np.float64),
+                               None if b is None else b.astype(np.float64), geom)
+    np.testing.assert_allclose(ours[0], want, **_tol(x.dtype))
+    np.testing.assert_allclose(ours[0], theirs[0], **_tol(x.dtype))
+
+
 @pytest.mark.parametrize("seed", range(0, 40, 3))
 def test_depthwise_gradients_match_direct_loops_and_xp(seed):
     """The two ops Conv's gradient emits for a depthwise Conv: ConvTranspose(dY, W) for dX
