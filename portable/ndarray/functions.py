@@ -50,10 +50,10 @@ def _as_input(value: Any, like: NDArray | None) -> Any:
 
 def _operand(value: Any, like: NDArray) -> Any:
     """The other operand of an arithmetic operator on ``like``, as an NDArray. An int or bool
-    (Python's or NumPy's) beside an integer array takes the array's dtype, as MXNet's scalar operators
-    (``_plus_scalar`` and its family) cast the scalar to the array's type: int32 + 1 is
-    int32. (``_as_input`` keeps it int64 for the generated functions, whose integer inputs,
-    such as TopK's K, must be.) Other values are ``_as_input``'s.
+    (Python's or NumPy's) beside an integer array takes the array's dtype, as MXNet's scalar
+    operators (``_plus_scalar`` and its family) cast the scalar to the array's type: int32 +
+    1 is int32. (``_as_input`` keeps it int64 for the generated functions, whose integer
+    inputs, such as TopK's K, must be.) Other values are ``_as_input``'s.
 
     Raises:
         OpError: the int does not fit the array's dtype (uint8 - 1 has no uint8 operand).

@@ -96,20 +96,23 @@ def bias_residual_and_bounds(y, bias, z, low, high):
 
 def _plan(backend, input_types, output_types, attrs):
     """``(kind, state)``: ``("depthwise", depthwise plan)``, ``("dense", (DensePlan, zeros,
-    low, high, residual, bound composed kernel, kept views))``, ``("epilogue", (bound Conv, zeros, low,
-    high, residual))`` or ``("composed", bound composed kernel)``."""
+    low, high, residual, bound composed kernel, kept views))``, ``("epilogue", (bound Conv,
+    zeros, low, high, residual))`` or ``("composed", bound composed kernel)``. The composed
+    kernel is bound only for the two kinds that run it."""
     own, activation, _ = split_attrs(get("Conv"), attrs)
     residual = len(input_types) > 3 and input_types[3] is not None
     limits = activation_bounds(attrs)
     conv_types = list(input_types[:3])
     bias = conv_types[2] if len(conv_types) > 2 else None
     dtype = output_types[0].dtype
-    fallback = bound_kernel(composed, backend, input_types, output_types, attrs)
+    def fallback():
+        return bound_kernel(composed, backend, input_types, output_types, attrs)
+
     if (limits is None or not floats(conv_types[0], conv_types[1], output_types[0],
                                      input_types[3] if residual else None)
             or (bias is not None and bias.dtype != dtype)
             or (residual and tuple(input_types[3].shape) != tuple(output_types[0].shape))):
-        return "composed", fallback
+        return "composed", fallback()
     if not residual:
         state = depthwise.plan_conv(conv_types, output_types, own, limits)
         if state is not None:
@@ -118,12 +121,12 @@ def _plan(backend, input_types, output_types, attrs):
     low, high = (dtype.type(v) for v in limits)
     if small_conv.DensePlan.applies(conv_types, output_types, own):
         plan = small_conv.DensePlan(conv_types, output_types, own)
-        return "dense", (plan, zeros, low, high, residual, fallback, [None, None, None, None])
+        return "dense", (plan, zeros, low, high, residual, fallback(), [None, None, None, None])
     if activation or residual:
         conv = bound_kernel(backend.kernel("Conv"), backend, conv_types[:2], output_types,
                             own)
         return "epilogue", (conv, zeros, low, high, residual)
-    return "composed", fallback
+    return "composed", fallback()
 
 
 def _depthwise(state, ctx, inputs, outputs, attrs) -> None:

@@ -466,10 +466,7 @@ class _SoftmaxRows:
         xp = ctx.xp
         x, y = x.reshape(self.shape), y.reshape(self.shape)
         if not self.transposed:
-            high = xp.maximum.reduce(x, axis=1, keepdims=True)
-            xp.subtract(x, high, out=y)
-            xp.exp(y, out=y)
-            y /= xp.add.reduce(y, axis=1, keepdims=True)
+            softmax(xp, x, 1, out=y)
             return
         columns = (scratch(ctx, "softmax_columns", self.shape[::-1], x.dtype) if self.workspace
                    else xp.empty(self.shape[::-1], dtype=x.dtype))
