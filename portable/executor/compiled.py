@@ -99,6 +99,32 @@ def kernel_workspace(graph: Graph, info: TypeInfo,
     return predicted, sizes
 
 
+def kernel_held(graph: Graph, info: TypeInfo, backend: Any) -> int:
+    """Bytes the running nodes' kernels keep for as long as the plan lives, beside the
+    weights and the shared scratch: what each declares with a ``held`` rule (``held(input
+    types, output types, attrs) -> bytes``; e.g. a Conv weight kept reordered for its loop)."""
+    total = 0
+    for node in graph.nodes:
+        if all(not out or out in info.values for out in node.outputs):
+            continue
+        op = registry.get(node.op, node=node)
+        rule = None if op.view else getattr(backend.kernel(node.op), "held", None)
+        if rule is not None:
+            total += int(rule([info.types.get(name) if name else None for name in node.inputs],
+                              [info.types.get(name) if name else None for name in node.outputs],
+                              op.resolve_attrs(node)))
+    return total
+
+
+def _read_only(array: Any) -> Any:
+    """A read-only view of a NumPy array (the caller's own array keeps its flags); another
+    backend's array as it is."""
+    if isinstance(array, np.ndarray) and array.flags.writeable:
+        array = array.view()
+        array.setflags(write=False)
+    return array
+
+
 def _type_bytes(type_: TensorType) -> int:
     """Bytes of a value of a static type (0 while a dim is unknown)."""
     return type_.nbytes if type_.is_static else 0
@@ -197,6 +223,7 @@ class CompiledGraph:
                                             state_updates=self.state_updates,
                                             workspace=scratch)
         self.workspace_bytes = sum(sizes.values())
+        self.held_bytes = kernel_held(graph, self.info, self.backend)
         # Counted as the kernels will hold them: a broadcast view's nbytes is its full shape's.
         self._constant_bytes = sum(int(value.nbytes) for value in kept.values())
         self._input_bytes = sum(_type_bytes(self.info.types[name]) for name, _ in graph.inputs
@@ -204,9 +231,12 @@ class CompiledGraph:
         if memory_budget is not None:
             self._check_budget(memory_budget)
         # Aligned, C-ordered copies are made only where needed (a weight memory-mapped at an
-        # odd offset of its file, a constant-filled value that kernels read dense).
-        self.constants = {name: self.backend.from_numpy(np.require(value, requirements="CA"))
-                          for name, value in kept.items()}
+        # odd offset of its file, a constant-filled value that kernels read dense). The plan
+        # holds them as read-only views: no step may write a constant, and a kernel may keep
+        # what it derives from one (a reordered weight) for as long as it is handed the same
+        # read-only array.
+        self.constants = {name: _read_only(self.backend.from_numpy(
+            np.require(value, requirements="CA"))) for name, value in kept.items()}
         self.arena = self.backend.arena(self.plan.arena_bytes)
         self.workspace = {key: self.backend.arena(nbytes) for key, nbytes in sizes.items()}
         self.buffers: dict[str, Any] = {}
@@ -288,12 +318,13 @@ class CompiledGraph:
         from portable.sizes import format_bytes as fmt
 
         plan = self.plan.arena_bytes + self.workspace_bytes
-        total = plan + self.constant_bytes + self.input_bytes
+        total = plan + self.constant_bytes + self.held_bytes + self.input_bytes
         if total > budget:
+            held = f" + kernel copies {fmt(self.held_bytes)}" if self.held_bytes else ""
             raise MemoryBudgetError(
                 f"graph {self.graph.name!r} needs {fmt(total)} (plan {fmt(plan)} + weights "
-                f"{fmt(self.constant_bytes)} + inputs {fmt(self.input_bytes)}), more than the "
-                f"memory budget {fmt(budget)}")
+                f"{fmt(self.constant_bytes)}{held} + inputs {fmt(self.input_bytes)}), more "
+                f"than the memory budget {fmt(budget)}")
 
     def type_of(self, name: str) -> TensorType:
         return self.info.types[name]

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
 from portable.device import Device, cpu
-from portable.executor.compiled import kernel_workspace
+from portable.executor.compiled import kernel_held, kernel_workspace
 from portable.ir.graph import Graph
 from portable.passes.infer import TypeInfo, infer_types
 from portable.passes.plan_memory import STRATEGIES, MemoryPlan, plan_memory
@@ -27,6 +27,8 @@ class MemoryReport:
     computes, intermediates and outputs; graph inputs and weights excluded);
     ``planned_bytes`` that of the chosen strategy. ``categories`` splits the bytes alive at
     the plan's peak step, plus the resident weights, optimizer state, inputs and workspace.
+    ``kernel_held_bytes`` is what kernels keep beside the weights for the plan's life (a
+    weight reordered for a compiled loop, ``kernel_held``), counted with the weights there.
     """
 
     model: str
@@ -47,15 +49,17 @@ class MemoryReport:
     categories: dict[str, int]
     timeline: list[int] = field(repr=False, default_factory=list)
     naive_timeline: list[int] = field(repr=False, default_factory=list)
+    kernel_held_bytes: int = 0
     measured_peak_bytes: int | None = None
     measured: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def predicted_peak_bytes(self) -> int:
-        """Plan + weights + optimizer state + inputs + workspace: what a run should hold."""
+        """Plan + weights + optimizer state + inputs + workspace + what kernels keep: what a
+        run should hold."""
         return (self.planned_bytes + self.weights_bytes + self.optimizer_state_bytes
-                + self.inputs_bytes + self.workspace_bytes)
+                + self.inputs_bytes + self.workspace_bytes + self.kernel_held_bytes)
 
     def to_json(self, timeline: bool = False) -> dict[str, Any]:
         data = asdict(self)
@@ -107,7 +111,9 @@ def memory_report(graph: Graph, *, model: str = "", strategy: str = "both",
     """
     info = info if info is not None else infer_types(graph)
     categories = dict(categories or {})
-    workspace, _ = kernel_workspace(graph, info, (device or cpu()).backend)
+    backend = (device or cpu()).backend
+    workspace, _ = kernel_workspace(graph, info, backend)
+    held = kernel_held(graph, info, backend)
     plans = {s: plan_memory(graph, info, strategy=s, keep=keep, state_updates=state_updates,
                             categories=categories, workspace=workspace) for s in STRATEGIES}
     chosen = plans[strategy]
@@ -121,6 +127,7 @@ def memory_report(graph: Graph, *, model: str = "", strategy: str = "both",
     for kind, nbytes in resident.items():
         breakdown[kind] = breakdown.get(kind, 0) + nbytes
     breakdown["workspace"] = chosen.workspace_bytes
+    breakdown["weights"] += held
     return MemoryReport(
         model=model, strategy=strategy, batch=batch, train=train, steps=len(chosen.steps),
         naive_bytes=chosen.naive_bytes, inplace_bytes=plans["inplace"].arena_bytes,
@@ -128,5 +135,5 @@ def memory_report(graph: Graph, *, model: str = "", strategy: str = "both",
         planned_bytes=chosen.arena_bytes, lower_bound_bytes=chosen.lower_bound_bytes,
         weights_bytes=resident["weights"], optimizer_state_bytes=resident["optimizer_state"],
         inputs_bytes=resident["inputs"], workspace_bytes=chosen.workspace_bytes,
-        categories={c: breakdown.get(c, 0) for c in CATEGORIES},
+        categories={c: breakdown.get(c, 0) for c in CATEGORIES}, kernel_held_bytes=held,
         timeline=list(chosen.timeline), naive_timeline=_naive_timeline(plans["naive"]))

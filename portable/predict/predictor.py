@@ -141,12 +141,13 @@ class Predictor:
 
     @property
     def memory(self) -> dict[str, int | None]:
-        """Bytes the predictor holds: ``plan_bytes`` (arena + kernel workspace),
-        ``weights_bytes`` (constants the kernels read), ``mapped_weights_bytes`` (those read
-        straight from the memory-mapped file), ``io_bytes`` (inputs), ``total_bytes`` and
-        ``budget_bytes``, for the latest plan (the largest one, with ``max_shapes``, until a
-        call); ``plans`` (plans cached) and ``runtime_tensors``: the values allocated at run
-        time (outputs of ops whose shapes depend on values), which no plan holds."""
+        """Bytes the predictor holds: ``plan_bytes`` (arena, kernel workspace and what kernels
+        keep, e.g. a reordered weight), ``weights_bytes`` (constants the kernels read),
+        ``mapped_weights_bytes`` (those read straight from the memory-mapped file),
+        ``io_bytes`` (inputs), ``total_bytes`` and ``budget_bytes``, for the latest plan (the
+        largest one, with ``max_shapes``, until a call); ``plans`` (plans cached) and
+        ``runtime_tensors``: the values allocated at run time (outputs of ops whose shapes
+        depend on values), which no plan holds."""
         plan = self._plan
         if plan is None:
             return {"plan_bytes": None, "weights_bytes": None, "mapped_weights_bytes": None,
@@ -156,7 +157,7 @@ class Predictor:
         if head is None:
             planned = weights = inputs = mapped = 0
         else:
-            planned = head.plan.arena_bytes + head.workspace_bytes
+            planned = head.plan.arena_bytes + head.workspace_bytes + head.held_bytes
             weights, inputs = head.constant_bytes, head.input_bytes
             mapped = sum(int(v.nbytes) for v in head.constants.values() if is_mapped(v))
         return {

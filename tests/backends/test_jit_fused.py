@@ -108,12 +108,12 @@ CONFIGS = [
     (2, 8, 9, 8, 3, 2, 8, "Relu", None, False, np.float32, "depthwise"),  # planes
     (1, 4, 6, 8, 3, 1, 4, "Clip", CLIP6, False, np.float32, "depthwise"),  # multiplier 2
     (1, 24, 3, 24, 3, 1, 24, "", None, False, np.float32, "depthwise"),
-    (1, 80, 2, 160, 1, 1, 1, "Clip", CLIP6, False, np.float32, "dense"),  # pointwise
-    (2, 8, 8, 48, 1, 1, 1, "Relu", None, False, np.float64, "dense"),
+    (1, 80, 2, 160, 1, 1, 1, "Clip", CLIP6, False, np.float32, "pointwise"),  # pointwise
+    (2, 8, 8, 48, 1, 1, 1, "Relu", None, False, np.float64, "pointwise"),
     (1, 3, 12, 8, 3, 2, 1, "Clip", CLIP6, False, np.float32, "dense"),  # stride 2
     (1, 4, 6, 6, 3, 1, 1, "Clip", {"min": 1.0, "max": -1.0}, False, np.float32, "epilogue"),
     (1, 16, 4, 16, 3, 1, 16, "Clip", CLIP6, True, np.float32, "epilogue"),  # residual
-    (1, 16, 4, 16, 1, 1, 1, "Relu", None, True, np.float32, "dense"),
+    (1, 16, 4, 16, 1, 1, 1, "Relu", None, True, np.float32, "pointwise"),
     (1, 8, 6, 8, 3, 1, 1, "Relu", None, True, np.float32, "epilogue"),  # small loop
     (1, 32, 8, 32, 3, 1, 1, "Relu", None, True, np.float32, "dense"),  # im2col, residual
     (2, 16, 9, 24, 3, 2, 1, "Relu", None, True, np.float64, "dense"),  # stride 2, batch 2
@@ -122,7 +122,7 @@ CONFIGS = [
     (3, 16, 8, 32, 5, 1, 1, "", None, True, np.float32, "dense"),  # residual only
     (1, 16, 4, 16, 3, 1, 16, "LeakyRelu", None, False, np.float32, None),  # not bounds
     (1, 16, 4, 16, 3, 1, 16, "Clip", {"min": float("nan")}, False, np.float32, None),
-    (1, 8, 4, 16, 1, 1, 1, "", None, False, np.float32, "dense"),  # the bias pass only
+    (1, 8, 4, 16, 1, 1, 1, "", None, False, np.float32, "pointwise"),  # the bias pass only
 ]
 
 
@@ -166,6 +166,119 @@ def test_fused_conv_without_bias_and_with_nan_inputs():
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert np.isnan(got[0, 5]).all() and not np.isnan(got[0, 4]).any()
+
+
+@needs_numba
+@pytest.mark.parametrize("seed", range(16))
+def test_depthwise_fused_conv_at_stride_2_runs_parity_planes(seed):
+    """Stride 2, dilation 1: ``conv_wide_stride2`` (rows split by parity, one stride-2 run per
+    kernel offset) on random kernels (odd and even), pads (asymmetric, or auto_pad), channel
+    multipliers, odd and even sizes and bounds, against the float64 reference and the plain
+    NumPy tier."""
+    from backends.numpy.jit import depthwise
+    rng = np.random.default_rng(900 + seed)
+    # few channels on any plane, or as many as the channel-inner loop takes on planes of
+    # 9x9 outputs and more
+    many = seed % 3 == 0
+    c = int(rng.integers(16, 40) if many else rng.integers(2, depthwise.CHANNELS_MIN))
+    multiplier = int(rng.integers(1, 3))
+    kernel = [int(k) for k in rng.integers(1, 6, 2)]
+    conv = dict(group=c, strides=[2, 2], kernel_shape=kernel,
+                pads=[int(rng.integers(0, k)) for k in kernel * 2])
+    if seed % 4 == 3:
+        conv = dict(group=c, strides=[2, 2], kernel_shape=kernel,
+                    auto_pad=["SAME_UPPER", "SAME_LOWER", "VALID"][seed % 3])
+    bounds = {"min": float(rng.uniform(-2, 0)), "max": float(rng.uniform(0, 2))}
+    attrs = _fused_attrs("Clip", bounds, **conv)
+    dtype = (np.float32, np.float64)[seed % 2]
+    size = [int(rng.integers(k + (16 if many else 0), k + 24)) for k in kernel]
+    x = (rng.standard_normal((int(rng.integers(1, 3)), c, *size)) * 2).astype(dtype)
+    w = rng.standard_normal((c * multiplier, 1, *kernel)).astype(dtype)
+    b = rng.standard_normal(c * multiplier).astype(dtype)
+    geom = window_geometry(x.shape[2:], w.shape[2:], _attrs("Conv", **conv))
+    shape = (x.shape[0], w.shape[0]) + geom.out
+    planned = jit._load("portable.FusedConv").compiled_prepare(
+        array_types([x, w, b]), array_types([np.empty(shape, dtype)]), attrs)
+    assert planned[0] == "depthwise" and planned[1][0] is depthwise.conv_wide_stride2
+    got, _ = _compiled([x, w, b], shape, dtype, attrs)
+    want = _reference(x, w, b, None, attrs, "Clip", bounds)
+    np.testing.assert_allclose(got, want, **_tol(dtype, 8.0))
+    np.testing.assert_allclose(got, _plain_numpy([x, w, b], shape, dtype, attrs),
+                               **_tol(dtype, 8.0))
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("residual", [False, True])
+def test_pointwise_fused_conv_keeps_its_views_only_for_the_same_arrays(dtype, residual):
+    """The 1x1 path keeps flat views of the arrays it was handed: run again on the same
+    arrays (new values in them), on new arrays, and on a strided view (the composed kernel
+    then runs), each against the float64 reference."""
+    rng = np.random.default_rng(11)
+    attrs = _fused_attrs("Clip", {"min": -0.5, "max": 1.5}, kernel_shape=[1, 1])
+    shape = (2, 24, 3, 5)
+    x = rng.standard_normal((2, 40, 3, 5)).astype(dtype)
+    w, b = rng.standard_normal((24, 40, 1, 1)).astype(dtype), rng.standard_normal(24).astype(dtype)
+    z = rng.standard_normal(shape).astype(dtype) if residual else None
+    inputs = [x, w, b] + ([z] if residual else [])
+    types, y = array_types(inputs), np.full(shape, np.nan, dtype)
+    assert jit._load("portable.FusedConv").compiled_prepare(types, array_types([y]),
+                                                            attrs)[0] == "pointwise"
+    bound = bound_kernel(jit.kernels["portable.FusedConv"], pt.cpu().backend, types,
+                         array_types([y]), attrs)
+    wide = rng.standard_normal((2, 40, 3, 10)).astype(dtype)
+    for run in range(4):
+        if run == 1:
+            x[...] = rng.standard_normal(x.shape)  # the same array, new values
+        elif run == 2:
+            inputs[0] = x = rng.standard_normal(x.shape).astype(dtype)  # another array
+        elif run == 3:
+            inputs[0] = x = wide[..., ::2]  # not contiguous: the composed kernel's turn
+        y[...] = np.nan
+        bound(_ctx(), inputs, [y], attrs)
+        want = _reference(x, w, b, z, attrs, "Clip", {"min": -0.5, "max": 1.5})
+        np.testing.assert_allclose(y, want, **_tol(dtype, 8.0))
+
+
+@needs_numba
+@pytest.mark.parametrize("seed", range(8))
+def test_pointwise_fused_conv_on_a_few_positions_reads_w_transposed(seed):
+    """1x1 Convs on planes of at most ``pointwise.POSITIONS`` positions with a read-only
+    weight run ``pointwise_transposed`` on W^T, kept while the same weight comes again and
+    remade for another; a writeable weight runs sgemm. Random channels, batch, residual,
+    bounds and dtype, against the float64 reference and the plain NumPy tier."""
+    from backends.numpy.jit import pointwise
+    rng = np.random.default_rng(500 + seed)
+    dtype = (np.float32, np.float64)[seed % 2]
+    residual = seed % 3 == 1
+    n, c = int(rng.integers(1, 4)), int(rng.integers(1, 90))
+    m = int(rng.integers(pointwise.CHANNELS, 300))
+    plane = [(1, 1), (1, 3), (2, 2), (1, 4), (3, 1)][seed % 5]
+    bounds = {"min": float(rng.uniform(-3, 0)), "max": float(rng.uniform(0, 3))}
+    attrs = _fused_attrs("Clip", bounds, kernel_shape=[1, 1])
+    shape = (n, m) + plane
+    x = rng.standard_normal((n, c) + plane).astype(dtype)
+    b = rng.standard_normal(m).astype(dtype)
+    z = rng.standard_normal(shape).astype(dtype) if residual else None
+    weights = [rng.standard_normal((m, c, 1, 1)).astype(dtype) for _ in range(3)]
+    for w in weights[:2]:
+        w.setflags(write=False)  # (a graph's initializers are frozen so)
+    types = array_types([x, weights[0], b] + ([z] if residual else []))
+    y = np.full(shape, np.nan, dtype)
+    fused = jit._load("portable.FusedConv")
+    kind, state = fused.compiled_prepare(types, array_types([y]), attrs)
+    assert kind == "pointwise" and state[6] is not None
+    call = fused.bind(pt.cpu().backend, types, array_types([y]), attrs)
+    transposed = call.args[0][6]
+    for w, taken in zip(weights + weights[:1], [True, True, False, True]):
+        inputs = [x, w, b] + ([z] if residual else [])
+        y[...] = np.nan
+        call(_ctx(), inputs, [y], attrs)
+        assert (transposed.source is w) == taken
+        want = _reference(x, w, b, z, attrs, "Clip", bounds)
+        np.testing.assert_allclose(y, want, **_tol(dtype, 16.0))
+        np.testing.assert_allclose(y, _plain_numpy(inputs, shape, dtype, attrs),
+                                   **_tol(dtype, 16.0))
 
 
 @needs_numba

@@ -97,9 +97,14 @@ def _stub(op: str, fallback: Callable) -> PreparedKernel:
 
     run.__name__ = run.__qualname__ = getattr(fallback, "__name__", op)
     run.__doc__ = f"Compiled {op} (backends.numpy.jit), else the xp kernel."
+    def held(input_types, output_types, attrs) -> int:
+        rule = getattr(_load(op), "held", None)  # (what the compiled kernel keeps, if any)
+        return 0 if rule is None else rule(input_types, output_types, attrs)
+
     kernel = _Stub(run, prepare)
     if getattr(fallback, "workspace", None) is not None:
         kernel.workspace = fallback.workspace
+    kernel.held = held
     return kernel
 
 

@@ -35,7 +35,9 @@ import numpy as np
 
 from backends.numpy.jit.depthwise import conv as depthwise_conv
 from backends.numpy.jit.recurrent_math import matmul_nt
+from backends.numpy.jit.stacked_conv import StackedPlan
 from backends.numpy.jit.support import JIT, floats
+from backends.xp.kernels.fused import conv_workspace
 from backends.xp.kernels.im2col import border_kept, mark_border, padding_layout, scratch
 from portable.backend import PreparedKernel
 from portable.ops.conv import window_geometry
@@ -271,7 +273,8 @@ class DensePlan:
     """Y = Conv(X, W) without bias for a 2-D float Conv of group 1 that the small loop leaves
     (``prepare_small``): how its windows are laid out and multiplied, fixed per shape.
 
-    ``layout``: "pointwise" (1x1, stride 1, unpadded: sgemm reads X), "columns"
+    ``layout``: "pointwise" (1x1, stride 1, unpadded: sgemm reads X), "stacked" (window
+    runs of at least ``stacked_conv.STACK_K``: ``stacked_conv.StackedPlan``), "columns"
     (``columns_from_padded``, then sgemm) or "rows" (``rows_from_padded``, then dot
     products); see the table above.
     Scratch comes from ``ctx.workspace`` under "padded" and "columns", the keys and sizes the
@@ -291,9 +294,15 @@ class DensePlan:
         self.head = tuple(geom.head)
         self.padded = (n, c) + tuple(d + h + t for d, h, t in zip(x.shape[2:], geom.head, tail))
         unpadded = not any(geom.head) and all(t <= 0 for t in tail)
+        self.stacked = None
         if (unpadded and all(k == 1 for k in geom.kernel) and all(s == 1 for s in geom.strides)
                 and tuple(geom.out) == tuple(x.shape[2:])):
             self.layout = "pointwise"
+        elif StackedPlan.applies(x.shape, w.shape, self.g, x.dtype.itemsize,
+                                 conv_workspace(input_types, output_types, attrs)):
+            self.layout = "stacked"
+            self.stacked = StackedPlan(x.shape, w.shape, self.g, x.dtype,
+                                       conv_workspace(input_types, output_types, attrs))
         elif (m >= DOT_CHANNELS and positions <= DOT_POSITIONS
               and geom.kernel[0] * geom.kernel[1] > 1):
             self.layout = "rows"
@@ -303,6 +312,11 @@ class DensePlan:
         self.zero = x.dtype.type(0)
         self._kept = None  # (w, y, the workspace's buffers, then the views made into them)
         self._layout = None  # (the padded copy's border stamp, made once)
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes this Conv keeps for the plan's life (the stacked loop's reordered weight)."""
+        return self.stacked.held_bytes if self.layout == "stacked" else 0
 
     @staticmethod
     def applies(input_types, output_types, attrs) -> bool:
@@ -332,6 +346,9 @@ class DensePlan:
         """Writes Conv(X, W) into ``y``; all three C-contiguous. A plan hands the same
         weights, output and workspace buffers to every run: the views made into them on the
         first run are kept and reused while that holds (about 3 us a call)."""
+        if self.layout == "stacked":
+            self.stacked.conv(ctx, x, w, y)
+            return
         kept, workspace = self._kept, ctx.workspace
         if (kept is not None and kept[0] is w and kept[1] is y
                 and workspace.get("columns") is kept[2] and workspace.get("padded") is kept[3]):
@@ -374,6 +391,9 @@ class DensePlan:
     def warm(self) -> None:
         """Compile (or load from numba's disk cache) the loops of this layout while planning:
         one small Conv of the same layout and dtype."""
+        if self.layout == "stacked":
+            self.stacked.warm()
+            return
         key = (self.layout, self.unpadded, self.dtype)
         if key in _warm_layouts:
             return
