@@ -108,66 +108,75 @@ class PortableRep(BackendRep):
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         """Run on ``inputs`` (a list in input order, a dict by name, or one array)."""
-        repeat = self._repeat(inputs)
-        if repeat is not None:
-            return self._run_plan(*repeat)
+        last = self._last
+        if last is not None:
+            placed = self._repeat(last, inputs)
+            if placed is not None:
+                return self._execute(last[1], placed)
         feeds = self._feeds(inputs)
         plan = self.plan(feeds)
         # (inputs planned with their values are constants of the plan: not copied again)
         running = frozenset(plan.graph.input_names)
         self._remember(feeds, plan, running)
-        return self._run_plan(plan, feeds, running)
+        backend = self.device.backend
+        return self._execute(plan, {name: to_device(backend, array)
+                                    for name, array in feeds.items() if name in running})
 
     def _remember(self, feeds: Mapping[str, Any], plan: Any, running: frozenset) -> None:
         """Keep this call's signature for ``_repeat`` when the plan depends on nothing but
         the inputs' shapes and dtypes: every input a numeric array, none planned with its
-        value."""
+        value. Each entry is (name, shape, dtype, whether the plan takes it)."""
         signature = []
         for name, array in feeds.items():
             if (not isinstance(array, np.ndarray) or array.dtype.kind in "OSUV"
                     or specialised(array) or name in self._shape_feeds):
                 self._last = None
                 return
-            signature.append((name, array.shape, array.dtype))
-        self._last = (tuple(signature), plan, running)
+            signature.append((name, array.shape, array.dtype, name in running))
+        self._last = (tuple(signature), plan, self.device.backend.from_numpy,
+                      tuple(entry[0] for entry in signature))
 
-    def _repeat(self, inputs: Any) -> tuple | None:
-        """(plan, feeds, running) when ``inputs`` are C-ordered NumPy arrays of exactly the
-        last call's names, shapes and dtypes, else None. A model called again and again on one
-        shape (the common case) then skips the general checks and the plan lookup: about 5 us
-        of a batch-1 call that onnxruntime finishes in 4 us whole. Any difference takes the
-        general path, which checks the inputs and raises its errors as before."""
-        last = self._last
-        if last is None:
-            return None
-        signature, plan, running = last
-        if type(inputs) is dict:
+    @staticmethod
+    def _repeat(last: tuple, inputs: Any) -> dict | None:
+        """The plan's device feeds when ``inputs`` are C-ordered NumPy arrays of exactly the
+        last call's names, shapes and dtypes (``last``: what ``_remember`` kept), else None.
+        A model called again and again on one shape (the common case) then skips the general
+        checks and the plan lookup: about 5 us of a batch-1 call that onnxruntime finishes in
+        4 us whole. Any difference takes the general path, which checks the inputs and raises
+        its errors as before."""
+        signature, _, place, names = last
+        kind = type(inputs)
+        if kind is dict:
             if len(inputs) != len(signature):
                 return None
-            values = [inputs.get(name) for name, _, _ in signature]
-        elif type(inputs) is np.ndarray:
-            values = [inputs]
-        elif type(inputs) in (list, tuple):
+            values = map(inputs.get, names)
+        elif kind is np.ndarray:
+            if len(signature) != 1:
+                return None
+            values = (inputs,)
+        elif kind is list or kind is tuple:
             values = inputs
+            if len(values) != len(signature):
+                return None
         else:
             return None
-        if len(values) != len(signature):
-            return None
-        feeds = {}
-        for value, (name, shape, dtype) in zip(values, signature):
-            if (type(value) is not np.ndarray or value.shape != shape or value.dtype != dtype
+        placed = {}
+        for value, (name, shape, dtype, taken) in zip(values, signature):
+            # (a dtype compares by identity first: NumPy hands out one object per builtin
+            # dtype, and == costs more than the rest of the check)
+            if (type(value) is not np.ndarray or value.shape != shape
+                    or (value.dtype is not dtype and value.dtype != dtype)
                     or not value.flags.c_contiguous):
                 return None
-            feeds[name] = value
-        return plan, feeds, running
+            if taken:
+                placed[name] = place(value)
+        return placed
 
-    def _run_plan(self, plan: Any, feeds: Mapping[str, Any],
-                  running: frozenset) -> tuple[np.ndarray, ...]:
-        """``plan`` run on checked ``feeds``, of which it takes those named in ``running``."""
+    def _execute(self, plan: Any, placed: dict) -> tuple[np.ndarray, ...]:
+        """``plan`` run on its device feeds ``placed``; the outputs as the caller's copies."""
         backend = self.device.backend
         try:
-            outputs = plan.run({name: to_device(backend, array) for name, array in feeds.items()
-                                if name in running})
+            outputs = plan.run(placed)
             backend.synchronize()
             host = [_host(backend, out) for out in outputs]
         except MemoryError as exc:

@@ -96,6 +96,15 @@ class BoundSteps:
         self.outputs = [(name in fed, fixed.get(name), name) for name in plan.graph.outputs]
         if any(not live and value is None for live, value, _ in self.outputs):
             raise Unbindable("an output")
+        # The outputs when every one is a planned buffer (the common case), the same arrays
+        # at every run; None when one is a fed value or a view of one.
+        self.fixed_outputs = (None if any(live for live, _, _ in self.outputs)
+                              else [value for _, value, _ in self.outputs])
+        # One kernel context for every run: a run already owns the steps' argument lists
+        # (one run of a plan at a time), and making a context is a few tenths of a
+        # microsecond of a batch-1 run. Its generator and workspace are renewed per run
+        # (the workspace is emptied when a run ends, as a context per run was dropped).
+        self.ctx: KernelContext | None = None
 
     def run(self, feeds: Mapping[str, Any], timings: list | None = None) -> list[Any]:
         """The plan run on ``feeds``; with ``timings`` (a list), each kernel step's node and
@@ -103,21 +112,29 @@ class BoundSteps:
         plan = self.plan
         values: dict[str, Any] = {}
         for name, shape in self.fed_inputs:
-            if name not in feeds:
-                raise BindError(f"graph {plan.graph.name!r}: input {name!r} was not given")
-            array = feeds[name]
-            if tuple(array.shape) != shape:
+            try:
+                array = feeds[name]
+            except KeyError:
+                raise BindError(f"graph {plan.graph.name!r}: input {name!r} was not "
+                                f"given") from None
+            if array.shape != shape and tuple(array.shape) != shape:
                 raise BindError(f"graph {plan.graph.name!r}: input {name!r} has shape "
                                 f"{tuple(array.shape)}, the plan was compiled for {shape}")
             values[name] = array
-        reshape = plan.backend.xp.reshape
-        for value, source, shape in self.derived:
-            values[value] = values[source] if shape is None else reshape(values[source], shape)
+        if self.derived:
+            reshape = plan.backend.xp.reshape
+            for value, source, shape in self.derived:
+                values[value] = (values[source] if shape is None
+                                 else reshape(values[source], shape))
         slots = self.slots
         for into, index, name in slots:
             into[index] = values[name]
         backend = plan.backend
-        ctx = KernelContext(backend.xp, random.generator(), backend)
+        ctx = self.ctx
+        if ctx is None:
+            ctx = self.ctx = KernelContext(backend.xp, random.generator(), backend)
+        else:
+            ctx.rng = random.generator()  # (portable.random.seed replaces the generator)
         ctx.workspace.update(plan.workspace)  # a kernel that needs more replaces its copy
         allowed = backend.threads_allowed() if plan._switches_threads else 0
         try:
@@ -130,6 +147,9 @@ class BoundSteps:
                 backend.use_threads(allowed)
             for into, index, _ in slots:  # the caller's arrays are not held past the run
                 into[index] = None
+            ctx.workspace.clear()  # (scratch a kernel took is not held past the run)
+        if self.fixed_outputs is not None:
+            return list(self.fixed_outputs)
         return [values[name] if live else value for live, value, name in self.outputs]
 
     def _loop(self, ctx: KernelContext, allowed: int) -> None:

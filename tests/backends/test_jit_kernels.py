@@ -501,3 +501,67 @@ def test_op_table_forward_on_xp_kernels(case, xp_cpu):
 @pytest.mark.parametrize("case", OVERRIDDEN_GRAD, ids=[c.id for c in OVERRIDDEN_GRAD])
 def test_op_table_gradient_on_xp_kernels(case, xp_cpu):
     op_table.test_gradient_matches_finite_differences(case)
+
+
+# -- MaxPool 2x2 at stride 2 on tiling windows: its own loop, bound directly -----------------
+
+
+@pytest.mark.parametrize("shape", [(1, 6, 28, 28), (1, 16, 10, 10), (2, 3, 9, 7), (3, 2, 2, 2)])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_max_pool_2x2_pairs(shape, dtype):
+    """The pairs loop (odd last rows and columns read by no window) against the direct loop
+    and the xp kernel, NaN (which wins over every number), -inf and inf included; bound as a
+    plan binds it, and on a strided view (which the xp kernel takes)."""
+    from backends.numpy.jit import max_pool
+    from portable.backend import bound_kernel
+
+    rng = np.random.default_rng(sum(shape))
+    x = np.round(rng.standard_normal(shape) * 3).astype(dtype)  # (ties)
+    flat = x.reshape(-1)
+    flat[rng.random(x.size) < 0.05] = np.nan
+    flat[rng.random(x.size) < 0.05] = -np.inf
+    flat[rng.random(x.size) < 0.02] = np.inf
+    attrs = _attrs("MaxPool", kernel_shape=[2, 2], strides=[2, 2])
+    geom = pool_geometry(x.shape[2:], attrs)
+    y_shape = x.shape[:2] + geom.out
+    loop, _ = max_pool._prepare_max_pool(array_types([x]), array_types([np.empty(y_shape, dtype)]),
+                                         attrs)
+    assert loop is max_pool.max_pool_pairs
+    ours, theirs = _both("MaxPool", [x], [y_shape], [x.dtype], attrs)
+    want = max_pool_reference(x.astype(np.float64), geom, 0)[0]
+    np.testing.assert_array_equal(ours[0], want.astype(dtype))
+    np.testing.assert_array_equal(ours[0], theirs[0])
+    backend = pt.cpu().backend
+    bound = bound_kernel(jit.kernels["MaxPool"], backend, array_types([x]),
+                         array_types([ours[0]]), attrs)
+    assert bound.__name__ == "max_pool_2x2"  # (the loop itself, no general wrapper)
+    for given in (x, np.repeat(x, 2, axis=3)[..., ::2]):  # (the same values, strided)
+        y = np.full(y_shape, -7, dtype)
+        bound(_ctx(), [given], [y], attrs)
+        np.testing.assert_array_equal(y, theirs[0])
+
+
+@pytest.mark.parametrize("case", ["ceil_mode partial window", "padding", "3x3", "stride 1",
+                                  "Indices"])
+def test_max_pool_pairs_not_taken(case):
+    """Only 2x2 windows at stride 2 that tile the plane, without Indices, take the pairs
+    loop; the others keep the general loops, still right."""
+    from backends.numpy.jit import max_pool
+
+    x = np.random.default_rng(5).standard_normal((2, 3, 9, 7)).astype(np.float32)
+    given = {"ceil_mode partial window": dict(ceil_mode=1), "padding": dict(pads=[1, 1, 1, 1]),
+             "3x3": dict(kernel_shape=[3, 3], strides=[3, 3]), "stride 1": dict(strides=[1, 1]),
+             "Indices": {}}[case]
+    attrs = _attrs("MaxPool", **{"kernel_shape": [2, 2], "strides": [2, 2], **given})
+    geom = pool_geometry(x.shape[2:], attrs)
+    y_shape = x.shape[:2] + geom.out
+    outputs = [y_shape, y_shape] if case == "Indices" else [y_shape]
+    dtypes = [x.dtype, np.int64][:len(outputs)]
+    state = max_pool._prepare_max_pool(array_types([x]), array_types(
+        [np.empty(s, d) for s, d in zip(outputs, dtypes)]), attrs)
+    assert state[0] is not max_pool.max_pool_pairs
+    ours, theirs = _both("MaxPool", [x], outputs, dtypes, attrs)
+    want = max_pool_reference(x.astype(np.float64), geom, 0)
+    np.testing.assert_array_equal(ours[0], want[0].astype(np.float32))
+    for got, expected in zip(ours, theirs):
+        np.testing.assert_array_equal(got, expected)

@@ -2,14 +2,18 @@
 against a float64 reference for every row count it takes (1 to ROWS, partial 4-row tiles and
 columns not a multiple of 4 included), each form of C, alpha and beta; and the cases it leaves
 to the xp kernel (more rows, A transposed, B not transposed, float64, a strided view), which
-must still be right."""
+must still be right. FusedGemm (the same loop with the activation's bounds inside) against the
+same reference and against the plain NumPy tier (the xp Gemm, then the activation's kernel),
+NaN and infinities included; other activations and configurations keep the composed kernel."""
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
 
 import portable as pt
-from backends.numpy import jit
+from backends.numpy import jit, kernel_table
 from portable.backend import KernelContext, array_types, bound_kernel
 from portable.ops import registry
 
@@ -86,3 +90,112 @@ def test_other_gemms_run_the_xp_kernel(case):
     got, compiled = _gemm([a, w], attrs)
     assert compiled == planned
     np.testing.assert_allclose(got, _reference([a, w], attrs), rtol=1e-5, atol=1e-4)
+
+
+# -- FusedGemm: the product, alpha/beta times C and the activation in one compiled call ------
+
+def _fused_attrs(activation="", bounds=None, **gemm):
+    return {**_attrs(**gemm), "activation": activation,
+            "activation_attrs": json.dumps(bounds or {})}
+
+
+def _plain_fused(inputs, y_shape, attrs):
+    """FusedGemm as the plain NumPy tier runs it (PORTABLE_JIT=0's table: the xp Gemm, then
+    the xp activation kernel in place)."""
+    backend = pt.cpu().backend
+    saved = backend.kernels
+    backend.kernels = kernel_table(compiled=False)
+    try:
+        y = np.full(y_shape, np.nan, inputs[0].dtype)
+        bound = bound_kernel(backend.kernels["portable.FusedGemm"], backend,
+                             array_types(inputs), array_types([y]), attrs)
+        bound(KernelContext(np, np.random.default_rng(0), backend), inputs, [y], attrs)
+    finally:
+        backend.kernels = saved
+    return y
+
+
+def _bound_fused(inputs, y, attrs):
+    """The cpu backend's FusedGemm bound to this step, run into ``y``; whether the compiled
+    loop was planned for it."""
+    from backends.numpy.jit import small_gemm
+
+    backend = pt.cpu().backend
+    table = backend.kernel("portable.FusedGemm")
+    assert table is jit.kernels["portable.FusedGemm"]
+    bound = bound_kernel(table, backend, array_types(inputs), array_types([y]), attrs)
+    bound(KernelContext(np, np.random.default_rng(0), backend), inputs, [y], attrs)
+    planned = small_gemm.kernels["portable.FusedGemm"].compiled_prepare(
+        array_types(inputs), array_types([y]), attrs)
+    return planned is not None
+
+
+def _activate(y, activation, bounds):
+    if activation == "Relu":
+        return np.maximum(y, 0)
+    if activation == "Clip":
+        return np.clip(y, bounds.get("min", -np.inf), bounds.get("max", np.inf))
+    return y
+
+
+@pytest.mark.parametrize("rows", [1, 3, 8, 32])
+@pytest.mark.parametrize("activation,bounds", [("", None), ("Relu", None),
+                                               ("Clip", {"min": -0.5, "max": 0.75}),
+                                               ("Clip", {"max": 0.0})])
+@pytest.mark.parametrize("bias", ["row", "matrix", "column", "scalar", "none"])
+def test_fused_gemm_matches_the_plain_tier_and_a_float64_reference(rows, activation, bounds,
+                                                                   bias):
+    rng = np.random.default_rng(rows)
+    a = rng.standard_normal((rows, 120)).astype(np.float32)
+    w = rng.standard_normal((21, 120)).astype(np.float32)  # (21: partial tiles of 4 and 8)
+    inputs = [a, w]
+    if bias != "none":
+        shape = {"row": (21,), "matrix": (rows, 21), "column": (rows, 1), "scalar": ()}[bias]
+        inputs.append(rng.standard_normal(shape).astype(np.float32))
+    attrs = _fused_attrs(activation, bounds, transB=1, alpha=0.5 if rows % 2 else 1.0,
+                         beta=1.5 if rows > 4 else 1.0)
+    y = np.full((rows, 21), np.nan, np.float32)
+    assert _bound_fused(inputs, y, attrs)
+    want = _activate(_reference(inputs, attrs), activation, bounds or {})
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(y, _plain_fused(inputs, y.shape, attrs), rtol=1e-5, atol=1e-4)
+    if activation == "Relu":
+        assert (y >= 0).all()
+
+
+def test_fused_gemm_relu_propagates_nan_and_keeps_infinities():
+    """np.maximum(y, 0) keeps a NaN a NaN (the plain tier's Relu); inf stays inf."""
+    a = np.ones((1, 8), np.float32)
+    w = np.ones((5, 8), np.float32)
+    c = np.array([np.nan, np.inf, -np.inf, -3.0, 3.0], np.float32)
+    attrs = _fused_attrs("Relu", transB=1)
+    y = np.zeros((1, 5), np.float32)
+    assert _bound_fused([a, w, c], y, attrs)
+    np.testing.assert_array_equal(y, _plain_fused([a, w, c], y.shape, attrs))
+    np.testing.assert_array_equal(y, [[np.nan, np.inf, 0.0, 5.0, 11.0]])
+
+
+@pytest.mark.parametrize("case", ["Sigmoid", "LeakyRelu", "NaN bound", "33 rows", "float64",
+                                  "strided A"])
+def test_other_fused_gemms_run_the_composed_kernel(case):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((4, 64)).astype(np.float32)
+    w = rng.standard_normal((16, 64)).astype(np.float32)
+    c = rng.standard_normal((16,)).astype(np.float32)
+    attrs, planned = _fused_attrs("Relu", transB=1), False
+    if case == "Sigmoid":
+        attrs = _fused_attrs("Sigmoid", transB=1)
+    elif case == "LeakyRelu":
+        attrs = _fused_attrs("LeakyRelu", {"alpha": 0.1}, transB=1)
+    elif case == "NaN bound":
+        attrs = _fused_attrs("Clip", {"min": float("nan")}, transB=1)
+    elif case == "33 rows":
+        a = rng.standard_normal((33, 64)).astype(np.float32)
+    elif case == "float64":
+        a, w, c = a.astype(np.float64), w.astype(np.float64), c.astype(np.float64)
+    else:
+        a = rng.standard_normal((4, 128)).astype(np.float32)[:, ::2]
+        planned = True  # (planned for the loop; the strided call runs the composed kernel)
+    y = np.full((a.shape[0], 16), -7, a.dtype)
+    assert _bound_fused([a, w, c], y, attrs) == planned
+    np.testing.assert_allclose(y, _plain_fused([a, w, c], y.shape, attrs), rtol=1e-5, atol=1e-5)

@@ -44,6 +44,7 @@ OVERRIDES: dict[str, tuple[str, Callable]] = {
     "portable.ConvGradWeight": ("depthwise", xp_conv.conv_grad_weight),
     "Where": ("select", xp_elementwise.where),  # (gradient masks: a blend, not a branch)
     "Gemm": ("small_gemm", xp_linalg.gemm),  # (a few rows: no weight packing)
+    "portable.FusedGemm": ("small_gemm", xp_fused.kernels["portable.FusedGemm"]),
     "LSTM": ("recurrent", xp_rnn.kernels["LSTM"]),
     "GRU": ("recurrent", xp_rnn.kernels["GRU"]),
 }

@@ -5,6 +5,12 @@ row-major order and, for each, the rows and runs of windows that read it inside 
 per-element bounds test, nothing padded or copied (the xp kernel copies every window out,
 im2col, for the argmax that Indices and the gradient need).
 
+A 2x2 pool at stride 2 whose windows tile the plane (LeNet's, most CNNs' downsampling) takes a
+loop of its own, ``max_pool_pairs``: each output is the maximum of two pairs, read once, on
+the 4-D arrays themselves, and the step is bound to it directly (``bind``). LeNet's first pool
+at batch 1 ((1, 6, 28, 28)) went from 3.7 to about 1 us: the general loop's four passes over
+the output for its four offsets took 2.3 us, the plane views and the wrappers around it 1.4.
+
 Indices and the gradient need each window's *first* maximum: beside each running maximum the
 loop keeps its position, taken over only by a strictly greater element, exactly as the xp
 kernel's argmax over the padded windows: padding reads as -inf with index -1, a NaN wins over
@@ -12,6 +18,8 @@ numbers and the first NaN stays. So even a window whose maximum is -inf (or that
 padding) gets the same index there.
 """
 from __future__ import annotations
+
+import functools
 
 import numba
 import numpy as np
@@ -55,6 +63,27 @@ def max_pool_serial(x, y, g):
 def max_pool_parallel(x, y, g):
     for p in numba.prange(x.shape[0]):
         _max_plane(x[p], y[p], g)
+
+
+@numba.njit(inline="always", **JIT)
+def _larger(a, b):
+    """np.maximum of two elements: the larger, or NaN when either is NaN."""
+    return a if (a > b) | (a != a) else b
+
+
+@numba.njit(**JIT)
+def max_pool_pairs(x, y):
+    """y (N, C, H/2, W/2) = the maximum of each 2x2 window of x (N, C, H, W) at stride 2, the
+    windows tiling x (odd last rows or columns are read by no window)."""
+    n, c, rows, cols = y.shape
+    for i in range(n):
+        for ch in range(c):
+            for oh in range(rows):
+                top, bottom, out = x[i, ch, 2 * oh], x[i, ch, 2 * oh + 1], y[i, ch, oh]
+                for ow in range(cols):
+                    k, k1 = np.uint64(2 * ow), np.uint64(2 * ow + 1)
+                    out[np.uint64(ow)] = _larger(_larger(top[k], bottom[k]),
+                                                 _larger(top[k1], bottom[k1]))
 
 
 @numba.njit(**JIT)
@@ -210,6 +239,8 @@ def _prepare_max_pool(input_types, output_types, attrs):
         return None
     geom = pool_geometry(x.shape[2:], attrs)
     fast = parallel(*_work(y, geom))
+    if index is None and not fast and _tiles(geom, x.shape[2:]) and geom.kernel == (2, 2):
+        return max_pool_pairs, None
     if index is None:
         return (max_pool_parallel if fast else max_pool_serial), window_tuple(geom)
     run = max_pool_indices_parallel if fast else max_pool_indices_serial
@@ -224,11 +255,36 @@ def max_pool(state, ctx, inputs, outputs, attrs) -> bool:
         return False
     if index is None:
         run, g = state
-        run(_planes(x), _planes(y), g)
+        if g is None:
+            run(x, y)  # (max_pool_pairs: the 4-D arrays as they are)
+        else:
+            run(_planes(x), _planes(y), g)
     else:
         run, g, column_major = state
         run(_planes(x), _planes(y), _planes(index), column_major, g)
     return True
+
+
+def _bind_max_pool(backend, input_types, output_types, attrs):
+    """The bound step: for the 2x2 pairs loop a direct call of it (about 1 us of LeNet's
+    pools went to the general wrappers), otherwise the override's own bound form."""
+    planned = max_pool.prepare(backend, input_types, output_types, attrs)
+    state, other = planned
+    if other is not None:
+        return other
+    if state[0] is not max_pool_pairs:
+        return functools.partial(max_pool.run, planned)
+
+    def max_pool_2x2(ctx, inputs, outputs, attrs):
+        x, y = inputs[0], outputs[0]
+        if x.flags.c_contiguous and y.flags.c_contiguous:
+            max_pool_pairs(x, y)
+        else:  # (a caller's strided view)
+            xp_max_pool(ctx, inputs, outputs, attrs)
+    return max_pool_2x2
+
+
+max_pool.bind = _bind_max_pool
 
 
 def _prepare_max_pool_grad(input_types, output_types, attrs):
