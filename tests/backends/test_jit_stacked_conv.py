@@ -103,9 +103,10 @@ def test_conv_matches_float64_reference(config, dtype):
     expected = _reference(x, weight, config, geom.out)
     tol = 2e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(y, expected, rtol=tol, atol=tol * np.abs(expected).max())
-    # The scratch it took is no more than the Conv declares.
+    # The scratch it took is no more than the Conv and the loop declare.
+    declared = {**workspace, **plan.workspace}
     for key, buffer in ctx.workspace.items():
-        assert buffer.nbytes <= workspace[key], key
+        assert buffer.nbytes <= declared[key], key
 
 
 @needs_numba
@@ -209,3 +210,41 @@ def test_the_plan_is_told_the_bytes_of_the_kept_weight():
     n, c, h, w, m, kernel = GEOMETRIES[6][:6]
     assert held(GEOMETRIES[6]) == m * c * kernel[0] * kernel[1] * 4
     assert held((1, 3, 8, 8, 8, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1))) == 0  # (run of 27)
+
+
+@needs_numba
+def test_a_large_weight_is_reordered_per_call_into_declared_scratch():
+    """Past ``PACK_BYTES`` nothing is kept: the weight is reordered on every call into the
+    "reordered_weights" scratch that the FusedConv declares, and a changed weight is read."""
+    import json
+
+    from backends.numpy.jit import stacked_conv
+
+    config = (1, 64, 12, 12, 512, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1))  # (1.2 MB weight)
+    x, weight, g, geom, conv_attrs, (inputs, outputs) = _setup(config, np.float32)
+    assert weight.nbytes > stacked_conv.PACK_BYTES
+    attrs = {k: spec.default for k, spec in registry.get("portable.FusedConv").attrs.items()}
+    attrs.update({k: v for k, v in conv_attrs.items() if k in attrs},
+                 activation="", activation_attrs=json.dumps({}))
+    entry = jit.kernels["portable.FusedConv"]
+    declared = entry.workspace(inputs, outputs, attrs)
+    assert declared["reordered_weights"] == weight.nbytes
+    assert entry.held(inputs, outputs, attrs) == 0
+    plan = stacked_conv.StackedPlan(x.shape, weight.shape, g, np.float32,
+                                    conv_workspace(inputs, outputs, conv_attrs))
+    ctx = _context()
+    ctx.workspace.update({key: np.empty(size, np.uint8) for key, size in declared.items()})
+    weight.setflags(write=False)
+    y = np.empty(outputs[0].shape, np.float32)
+    for scale in (1, -3):
+        w = (weight * scale).astype(np.float32)
+        w.setflags(write=False)
+        plan.conv(ctx, x, w, y)
+        want = _reference(x, w, config, geom.out)
+        np.testing.assert_allclose(y, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+    assert plan.packed is None and all(ctx.workspace[k].nbytes == declared[k] for k in declared)
+    # On a small image a weight this large is not worth reordering per call.
+    small = (1, 64, 4, 4, 512, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1))
+    x, weight, g, _, conv_attrs, (inputs, outputs) = _setup(small, np.float32)
+    assert not stacked_conv.StackedPlan.applies(x.shape, weight.shape, g, 4,
+                                                conv_workspace(inputs, outputs, conv_attrs))

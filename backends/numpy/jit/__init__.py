@@ -102,9 +102,14 @@ def _stub(op: str, fallback: Callable) -> PreparedKernel:
         rule = getattr(_load(op), "held", None)  # (what the compiled kernel keeps, if any)
         return 0 if rule is None else rule(input_types, output_types, attrs)
 
+    def workspace(input_types, output_types, attrs):
+        rule = getattr(_load(op), "workspace", None) or fallback.workspace
+        return rule(input_types, output_types, attrs)
+
     kernel = _Stub(run, prepare)
     if getattr(fallback, "workspace", None) is not None:
-        kernel.workspace = fallback.workspace
+        # The compiled kernel's rule where it has one (it may take more than the xp kernel).
+        kernel.workspace = workspace
     kernel.held = held
     return kernel
 

@@ -224,6 +224,16 @@ def _pointwise(state, ctx, inputs, outputs, attrs) -> None:
         bias_and_bounds(kept[7], bias, low, high)  # (rows of P: one vectorised run each)
 
 
+def workspace_bytes(input_types, output_types, attrs) -> dict[str, int]:
+    """The scratch the call takes (the planner's ``workspace`` rule): the composed Conv's
+    (the compiled loops take the same buffers), and the dense plan's own where it has one."""
+    need = dict(composed.workspace(input_types, output_types, attrs))
+    kind, state = _plan(None, input_types, output_types, attrs)
+    if kind == "dense":
+        need.update(state[0].workspace)
+    return need
+
+
 def held_bytes(input_types, output_types, attrs) -> int:
     """Bytes the chosen loop keeps for the plan's life (the planner's ``held`` rule): the
     stacked loop's reordered weight, or the few-position 1x1 loop's transposed one."""
@@ -284,7 +294,7 @@ class _FusedConv(PreparedKernel):
         super().__init__(_run, _plan)
         self.__name__ = self.__qualname__ = "fused_conv"
         self.fallback = composed
-        self.workspace = composed.workspace  # (the Conv kernel inside takes the same scratch)
+        self.workspace = workspace_bytes
         self.held = held_bytes
 
     def bind(self, backend, input_types, output_types, attrs):

@@ -314,6 +314,11 @@ class DensePlan:
         self._layout = None  # (the padded copy's border stamp, made once)
 
     @property
+    def workspace(self) -> dict[str, int]:
+        """Scratch beside the xp Conv's (``conv_workspace``): the stacked loop's, if any."""
+        return self.stacked.workspace if self.layout == "stacked" else {}
+
+    @property
     def held_bytes(self) -> int:
         """Bytes this Conv keeps for the plan's life (the stacked loop's reordered weight)."""
         return self.stacked.held_bytes if self.layout == "stacked" else 0

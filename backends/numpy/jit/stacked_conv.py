@@ -193,9 +193,13 @@ def conv_stacked(x, packed, y, nhwc, t, g, zero):
 STACK_K = 128
 # The largest reordered weight a plan keeps (bytes): the copy is memory beside the weight
 # itself, so it is kept for the small and middle layers only (ResNet-50's 3x3 Convs up to
-# 128 channels: about 3 MB in all); reordering a large weight on every call would cost more
-# than the loop saves (621 us for 512 x 4608 values).
+# 128 channels: about 3 MB in all). A larger weight is reordered on every call, into the
+# Conv's declared scratch, where the image is large enough to pay for that: from
+# ``REORDER_PIXELS`` output pixels a call (reordering costs about 22 / pixels of the
+# products: 142 us for 256 x 2304 values against 1040 us of products on 14x14; on 7x7 the
+# 512-channel Conv's 621 us would undo the gain).
 PACK_BYTES = 1 << 20
+REORDER_PIXELS = 128
 
 
 class StackedPlan:
@@ -204,7 +208,8 @@ class StackedPlan:
 
     Scratch: the stacked copy from ``ctx.workspace["columns"]`` (im2col's columns, never
     smaller), the transposed image from ``"padded"`` where the Conv declares one, else after
-    the stacked copy in ``"columns"`` (``applies`` checks that it fits).
+    the stacked copy in ``"columns"`` (``applies`` checks that it fits); a weight past
+    ``PACK_BYTES``, reordered on every call, from ``"reordered_weights"`` (``workspace``).
     """
 
     def __init__(self, x_shape, w_shape, g, dtype, workspace: dict[str, int]) -> None:
@@ -217,6 +222,7 @@ class StackedPlan:
         self.dtype = np.dtype(dtype)
         self.own_padded = "padded" in workspace
         self.weights = (m, c * kh * kw)
+        self.keeps = math.prod(self.weights) * self.dtype.itemsize <= PACK_BYTES
         self.packed = None  # (made on the first call: ``held_bytes``, declared to the plan)
         self.source = None  # (the read-only weight ``packed`` holds, reordered)
         self.zero = self.dtype.type(0)
@@ -225,12 +231,14 @@ class StackedPlan:
     @staticmethod
     def applies(x_shape, w_shape, g, itemsize: int, workspace: dict[str, int]) -> bool:
         """Whether the loop takes this Conv: kernel columns of dilation 1, a run of at least
-        ``STACK_K``, a reordered weight of at most ``PACK_BYTES`` and scratch that fits in
-        what the Conv declares (``workspace``: bytes per key)."""
+        ``STACK_K``, a reordered weight of at most ``PACK_BYTES`` or at least
+        ``REORDER_PIXELS`` output pixels, and scratch that fits in what the Conv declares
+        (``workspace``: bytes per key)."""
         n, c, height, width = x_shape
         m, _, kh, kw = w_shape
         dw, oh, ow, sw = g[5], g[8], g[9], g[3]
-        if dw != 1 or c * kh * kw < STACK_K or m * c * kh * kw * itemsize > PACK_BYTES:
+        if dw != 1 or c * kh * kw < STACK_K or (m * c * kh * kw * itemsize > PACK_BYTES
+                                                and n * oh * ow < REORDER_PIXELS):
             return False
         stacked = oh * ((ow - 1) * sw + kw) * kh * c * itemsize
         image = height * width * c * itemsize
@@ -240,11 +248,22 @@ class StackedPlan:
 
     @property
     def held_bytes(self) -> int:
-        """The reordered weight's bytes, kept for the plan's life."""
-        return math.prod(self.weights) * self.dtype.itemsize
+        """The reordered weight's bytes where it is kept for the plan's life."""
+        return math.prod(self.weights) * self.dtype.itemsize if self.keeps else 0
 
-    def _weights(self, w):
+    @property
+    def workspace(self) -> dict[str, int]:
+        """Scratch beside the Conv's own: the weight reordered per call where not kept."""
+        if self.keeps:
+            return {}
+        return {"reordered_weights": math.prod(self.weights) * self.dtype.itemsize}
+
+    def _weights(self, ctx, w):
         """W reordered: the kept copy while ``w`` is the same read-only array."""
+        if not self.keeps:
+            packed = scratch(ctx, "reordered_weights", self.weights, self.dtype)
+            reorder_weights(w, packed)
+            return packed
         if self.packed is None:
             self.packed = np.empty(self.weights, self.dtype)
         if w is not self.source or w.flags.writeable:
@@ -276,7 +295,7 @@ class StackedPlan:
         """Writes Conv(X, W) into ``y``; all three C-contiguous."""
         t, nhwc = self._scratch(ctx)
         out = y.reshape(y.shape[0], y.shape[1], -1)
-        conv_stacked(x, self._weights(w), out, nhwc, t, self.g, self.zero)
+        conv_stacked(x, self._weights(ctx, w), out, nhwc, t, self.g, self.zero)
 
     def warm(self) -> None:
         """Compile (or load from numba's disk cache) the loops for this dtype while planning."""
