@@ -48,12 +48,15 @@ def stack_rows(x, i, nhwc, t, g):
     wide = t.shape[1]
     zero = x.dtype.type(0)
     flat = nhwc.reshape(-1)
-    for r in range(h):
-        for ch in range(c):
-            row = x[i, ch, r]
-            base = r * w * c + ch
-            for q in range(w):
-                flat[np.uint64(base + q * c)] = row[np.uint64(q)]
+    if c >= 256 and h * w >= 128:
+        _transpose_blocked(x, i, flat)
+    else:
+        for r in range(h):
+            for ch in range(c):
+                row = x[i, ch, r]
+                base = r * w * c + ch
+                for q in range(w):
+                    flat[np.uint64(base + q * c)] = row[np.uint64(q)]
     right = min(wide, pw + w)  # (past it, and before pw, the runs are border zeros)
     out = t.reshape(-1)
     for r in range(oh):
@@ -69,6 +72,24 @@ def stack_rows(x, i, nhwc, t, g):
                     out[np.uint64(start + ch)] = flat[np.uint64(pixel + ch)]
             for q in range(stop, wide):
                 _fill(out, at + q * kh * c, c, zero)
+
+
+@numba.njit(**JIT)
+def _transpose_blocked(x, i, flat):
+    """flat (H * W * C) = image ``i`` of x (N, C, H, W) as HWC, 16 channels at a time: on
+    large images of many channels the row-by-row copy writes each element to another cache
+    line (1,040 against 294 us for 256 channels of 56x56; 349 against 73 for 1,024 of 14x14);
+    on small ones it is the faster (4 against 11 us for 16 of 32x32)."""
+    _, c, h, w = x.shape
+    plane = h * w
+    src = x[i].reshape(-1)
+    for r in range(h):
+        for c0 in range(0, c, 16):
+            count = min(16, c - c0)
+            for q in range(w):
+                base, at = (r * w + q) * c + c0, c0 * plane + r * w + q
+                for j in range(count):
+                    flat[np.uint64(base + j)] = src[np.uint64(at + j * plane)]
 
 
 @numba.njit(inline="always", **JIT)
