@@ -10,7 +10,10 @@ subprocess (so one model's memory never counts for the next) and reports a few c
   plan at level ``basic`` (constants folded, every op kept);
 - ``predictor``: the on-device path, a process that imports only ``portable.predict``, loads
   the file with the wire-format reader, plans and runs once: its peak resident set (VmHWM, the
-  whole process) and the growth of that peak over the process after its imports;
+  whole process) and the growth of that peak over the process after its imports, with the
+  NumPy kernels only (``PORTABLE_JIT=0``: a device where numba does not install);
+- ``predictor_compiled``: the same with the compiled tier (numba) on, as on a machine that has
+  it: faster, but numba and LLVM add about 120 MB to the process;
 - ``onnxruntime``: the same two figures for a process creating an InferenceSession from the
   same file and running it once, default session options. The issue's target is the
   predictor's peak at or below onnxruntime's on every model (``summary``).
@@ -198,7 +201,10 @@ def worker_onnxruntime(path: str, batch: int) -> dict:
 
 def worker_predictor(path: str, batch: int) -> dict:
     """The on-device path: a process that imports only ``portable.predict`` (NumPy + the core)
-    loads the file with the wire-format reader, plans it and runs it once."""
+    loads the file with the wire-format reader, plans it and runs it once. ``run_worker``
+    runs it with the compiled tier off (``PORTABLE_JIT=0``, as on a device where numba does
+    not install) for ``predictor``, and on for ``predictor_compiled``: numba and LLVM add about
+    120 MB to the process."""
     import numpy as np
 
     from portable.predict import Predictor
@@ -217,18 +223,21 @@ def worker_predictor(path: str, batch: int) -> dict:
             "run_seconds": seconds, "planned_total_bytes": memory["total_bytes"],
             "weights_bytes": memory["weights_bytes"],
             "mapped_weights_bytes": memory["mapped_weights_bytes"],
-            "onnx_imported": any(m.split(".")[0] == "onnx" for m in sys.modules)}
+            "onnx_imported": any(m.split(".")[0] == "onnx" for m in sys.modules),
+            "compiled_tier": "numba" in sys.modules}
 
 
 ENGINES = {"portable": worker_portable, "predictor": worker_predictor,
-           "onnxruntime": worker_onnxruntime}
+           "predictor_compiled": worker_predictor, "onnxruntime": worker_onnxruntime}
+# The environment each engine's process gets beside the caller's.
+ENGINE_ENV = {"predictor": {"PORTABLE_JIT": "0"}, "predictor_compiled": {"PORTABLE_JIT": "1"}}
 
 
 def run_worker(engine: str, path: str, batch: int, timeout: float) -> dict:
     command = [sys.executable, os.path.abspath(__file__), "--worker", engine, path, str(batch)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                              cwd=ROOT)
+                              cwd=ROOT, env={**os.environ, **ENGINE_ENV.get(engine, {})})
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout} s"}
     if done.returncode:
@@ -275,6 +284,10 @@ def main(argv: list[str] | None = None) -> dict:
                 row["file_weight_bytes"] = file_weight_bytes(path)
                 row["resident_weights_over_file"] = (
                     device["weights_bytes"] / row["file_weight_bytes"])
+            compiled = row.get("predictor_compiled", {})
+            if "peak_rss_bytes" in compiled and "peak_rss_bytes" in ort:
+                row["predictor_compiled_peak_rss_over_onnxruntime"] = (
+                    compiled["peak_rss_bytes"] / ort["peak_rss_bytes"])
             if "peak_rss_bytes" in device and "peak_rss_bytes" in ort:
                 row["predictor_peak_rss_over_onnxruntime"] = (
                     device["peak_rss_bytes"] / ort["peak_rss_bytes"])
@@ -289,11 +302,15 @@ def main(argv: list[str] | None = None) -> dict:
                 if "measured_over_predicted" in r.get("portable", {})]
     resident = [r["predictor_peak_rss_over_onnxruntime"] for r in rows
                 if "predictor_peak_rss_over_onnxruntime" in r]
+    compiled = [r["predictor_compiled_peak_rss_over_onnxruntime"] for r in rows
+                if "predictor_compiled_peak_rss_over_onnxruntime" in r]
     result = {"benchmark": "prediction_memory", "rows": rows, "summary": {
         "predictor_peak_rss_over_onnxruntime_range": [min(resident, default=None),
                                                       max(resident, default=None)],
         "predictor_at_or_below_onnxruntime": f"{sum(x <= 1 for x in resident)} of "
                                              f"{len(resident)}",
+        "predictor_compiled_peak_rss_over_onnxruntime_range": [min(compiled, default=None),
+                                                               max(compiled, default=None)],
         "worst_planned_over_bound": max(ratios, default=None),
         "measured_over_predicted_range": [min(measured, default=None),
                                           max(measured, default=None)],
