@@ -29,6 +29,7 @@ from backends.xp.kernels import conv as xp_conv
 from backends.xp.kernels import elementwise as xp_elementwise
 from backends.xp.kernels import fused as xp_fused
 from backends.xp.kernels import linalg as xp_linalg
+from backends.xp.kernels import nn as xp_nn
 from backends.xp.kernels import rnn as xp_rnn
 from portable.backend import PreparedKernel, bound_kernel
 
@@ -45,6 +46,8 @@ OVERRIDES: dict[str, tuple[str, Callable]] = {
     "Where": ("select", xp_elementwise.where),  # (gradient masks: a blend, not a branch)
     "Gemm": ("small_gemm", xp_linalg.gemm),  # (a few rows: no weight packing)
     "portable.FusedGemm": ("small_gemm", xp_fused.kernels["portable.FusedGemm"]),
+    "LayerNormalization": ("normalize", xp_nn.layer_normalization),  # (one call a row set)
+    "Softmax": ("normalize", xp_nn.softmax_kernel),
     "LSTM": ("recurrent", xp_rnn.kernels["LSTM"]),
     "GRU": ("recurrent", xp_rnn.kernels["GRU"]),
 }
