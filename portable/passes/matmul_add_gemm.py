@@ -9,7 +9,9 @@ two steps, and the MatMul of a stack: NumPy calls BLAS once per leading index (1
     Add(MatMul(X, W), B) = Reshape(Gemm(Reshape(X, (M, K)), W, B), X.shape[:-1] + (N,))
 
 with M the product of X's leading dims: one GEMM with the bias added in its epilogue, and the
-two Reshapes are views (no kernel runs, nothing is copied). ONNX Runtime's MatMulAddFusion
+two Reshapes are views (no kernel runs, nothing is copied). A constant W that nothing else
+reads is stored transposed, ``Gemm(..., W^T, B, transB=1)``: the layout of PyTorch's Linear
+export, whose rows a GEMM of a few rows reads contiguously. ONNX Runtime's MatMulAddFusion
 does the same. An activation after the Add (a feed-forward layer's Relu) moves onto the
 GEMM's rows, before the Reshape back, where ``FUSE_ACTIVATIONS`` joins it to the Gemm.
 
@@ -69,14 +71,26 @@ def _as_gemm(m: Match) -> Rewrite | None:
     if bias is None:
         return None
     c, initializers = bias
+    weight, attrs = w, {}
+    value = m.const(w)
+    if value is not None and m.readers(w) == 1:
+        # A constant weight read by this MatMul alone is stored transposed, (N, K): each
+        # output column's K weights in one row, the layout a GEMM of a few rows reads
+        # contiguously (the compiled small Gemm's dot products) and the one PyTorch's
+        # Linear exports with transB; onnxruntime prepacks such weights too. The (K, N)
+        # original, read by nothing else, is pruned: the memory is the same.
+        weight = m.fresh(f"{w}/transposed")
+        initializers[weight] = np.ascontiguousarray(np.asarray(value).T)
+        attrs = {"transB": 1}
     if len(x_type.shape) == 2:
-        return Rewrite([Node("Gemm", (x, w, c), add.outputs, {}, matmul.name)], initializers)
+        return Rewrite([Node("Gemm", (x, weight, c), add.outputs, attrs, matmul.name)],
+                       initializers)
     flat_x, flat_y = m.fresh(f"{matmul.name}/rows"), m.fresh(f"{matmul.name}/gemm")
     in_shape, back_shape = m.fresh(f"{matmul.name}/rows_shape"), m.fresh(f"{add.name}/shape")
     initializers[in_shape] = np.array([rows, depth], dtype=np.int64)
     initializers[back_shape] = np.array(out_shape, dtype=np.int64)
     nodes = [Node("Reshape", (x, in_shape), (flat_x,), {}, f"{matmul.name}/rows"),
-             Node("Gemm", (flat_x, w, c), (flat_y,), {}, matmul.name),
+             Node("Gemm", (flat_x, weight, c), (flat_y,), attrs, matmul.name),
              Node("Reshape", (flat_y, back_shape), add.outputs, {}, add.name)]
     return Rewrite(nodes, initializers)
 

@@ -30,7 +30,7 @@ def test_a_linear_on_a_stack_becomes_reshape_gemm_reshape(bias_first):
     e = GraphBuilder("expected")
     x = e.input("x", (2, 3, 4))
     rows = e.op("Reshape", x, e.const(np.array([6, 4], np.int64)))
-    gemm = e.op("Gemm", rows, e.const(W), e.const(B))
+    gemm = e.op("Gemm", rows, e.const(W.T.copy()), e.const(B), transB=1)
     expected = e.build([e.op("Reshape", gemm, e.const(np.array([2, 3, 5], np.int64)))])
     assert_graphs_equal(rewrite(before, MATMUL_ADD_AS_GEMM), expected)
 
@@ -42,7 +42,7 @@ def test_a_rank_two_linear_needs_no_reshape_and_a_row_bias_is_flattened():
 
     e = GraphBuilder("expected")
     x = e.input("x", (3, 4))
-    expected = e.build([e.op("Gemm", x, e.const(W), e.const(B))])
+    expected = e.build([e.op("Gemm", x, e.const(W.T.copy()), e.const(B), transB=1)])
     assert_graphs_equal(rewrite(before, MATMUL_ADD_AS_GEMM), expected)
 
 
@@ -54,7 +54,7 @@ def test_an_activation_after_the_add_moves_onto_the_gemm_rows():
     e = GraphBuilder("expected")
     x = e.input("x", (2, 3, 4))
     rows = e.op("Reshape", x, e.const(np.array([6, 4], np.int64)))
-    act = e.op("Relu", e.op("Gemm", rows, e.const(W), e.const(B)))
+    act = e.op("Relu", e.op("Gemm", rows, e.const(W.T.copy()), e.const(B), transB=1))
     expected = e.build([e.op("Reshape", act, e.const(np.array([2, 3, 5], np.int64)))])
     assert_graphs_equal(rewrite(before, MATMUL_ADD_AS_GEMM), expected)
 
@@ -102,3 +102,14 @@ def test_optimised_plans_match_numpy(x_shape, bias_shape, act):
         want = value.astype(np.float64) @ w + bias
         want = np.maximum(want, 0) if act else want
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_weight_another_node_reads_is_not_transposed():
+    """Transposing a shared weight would hold it twice: the Gemm reads it as it is."""
+    b = GraphBuilder("before")
+    x = b.input("x", (3, 4))
+    w = b.const(W)
+    before = b.build([b.op("Add", b.op("MatMul", x, w), b.const(B)), b.op("MatMul", x, w)])
+    after = rewrite(before, MATMUL_ADD_AS_GEMM)
+    gemm = [n for n in after.nodes if n.op == "Gemm"]
+    assert len(gemm) == 1 and gemm[0].inputs[1] == w and not gemm[0].attrs.get("transB")
