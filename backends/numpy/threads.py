@@ -82,6 +82,7 @@ class BlasThreads:
     def __init__(self) -> None:
         self._libraries: list | None = None
         self._setters: list = []
+        self._getters: list = []
         self.current = 0  # the count last set or read (0: not known)
         self.allowed = 0  # what the process allows: the count found when someone else set it
 
@@ -95,6 +96,7 @@ class BlasThreads:
                 self._libraries = threadpoolctl.ThreadpoolController().select(
                     user_api="blas").lib_controllers
             self._setters = [_setter(lib) for lib in self._libraries]
+            self._getters = [_getter(lib) for lib in self._libraries]
         return self._libraries
 
     def begin(self) -> int:
@@ -104,10 +106,13 @@ class BlasThreads:
         environment, ``threadpool_limits``): it becomes the allowance. One equal to it is this
         class's own doing (another plan running at the same time switched to one thread), and
         the allowance stays."""
-        libraries = self._load()
-        if not libraries:
+        if self._libraries is None:
+            self._load()
+        getters = self._getters
+        if not getters:
             return 0
-        now = max(lib.get_num_threads() for lib in libraries)
+        # (every plan run starts here: one library, the usual case, is one direct call)
+        now = getters[0]() if len(getters) == 1 else max(get() for get in getters)
         if now != self.current:
             self.allowed = now
         self.current = now
@@ -126,6 +131,17 @@ def _setter(library: Any) -> Any:
     find = getattr(library, "_get_symbol", None)  # (threadpoolctl's OpenBLAS controller)
     symbol = find("openblas_set_num_threads") if find is not None else None
     return symbol if symbol is not None else library.set_num_threads
+
+
+def _getter(library: Any) -> Any:
+    """A function reading ``library``'s thread count, looked up once as ``_setter`` is (0.2-0.9
+    us a run through threadpoolctl, which looks the symbol up on every call). The symbol is
+    the one threadpoolctl reads: OpenMP's count where OpenBLAS runs on OpenMP."""
+    find = getattr(library, "_get_symbol", None)
+    layer = getattr(library, "threading_layer", None)
+    name = "omp_get_max_threads" if layer == "openmp" else "openblas_get_num_threads"
+    symbol = find(name) if find is not None else None
+    return symbol if symbol is not None else library.get_num_threads
 
 
 blas_threads = BlasThreads()

@@ -78,3 +78,17 @@ def test_a_run_switches_per_step_and_restores_what_the_process_allows(monkeypatc
     with threadpoolctl.threadpool_limits(1, user_api="blas"):  # a user's limit holds
         plan.run({"x": x})
         assert all(n == 1 for n in set_to), set_to
+
+
+def test_the_count_read_directly_is_threadpoolctls():
+    """``begin`` reads each library's count through the C symbol it looked up once: the
+    count threadpoolctl reports, under the process's allowance and under a user's limit."""
+    libraries = threadpoolctl.ThreadpoolController().select(user_api="blas").lib_controllers
+    if not libraries:
+        pytest.skip("threadpoolctl finds no BLAS here")
+    getters = [threads._getter(lib) for lib in libraries]
+    assert [get() for get in getters] == [lib.get_num_threads() for lib in libraries]
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):
+        assert [get() for get in getters] == [1] * len(libraries)
+        assert threads.blas_threads.begin() == 0  # (one thread allowed: nothing to switch)
+    assert [get() for get in getters] == [lib.get_num_threads() for lib in libraries]

@@ -98,3 +98,24 @@ def test_other_layouts_run_the_xp_kernel_with_the_same_values(case):
     reference = np.full_like(out, 7)
     xp_kernels["Where"](_ctx(), [condition, x, y], [reference], {})
     np.testing.assert_array_equal(got, reference)
+
+
+def test_a_plan_step_calls_the_loop_directly_and_falls_back_on_a_strided_view():
+    """The bound Where is one function around the loop (``support.direct_call``), not the
+    prepared kernel's partial; arrays of the planned types but another layout still get the
+    xp kernel's answer through it."""
+    import functools
+
+    rng = np.random.default_rng(5)
+    condition = rng.random((6, 8)) < 0.5
+    x, y = rng.standard_normal((2, 6, 8)).astype(np.float32)
+    out = np.full((6, 8), np.nan, np.float32)
+    types = array_types([condition, x, y])
+    step = bound_kernel(jit.kernels["Where"], pt.cpu().backend, types, array_types([out]), {})
+    assert not isinstance(step, functools.partial)
+    step(_ctx(), [condition, x, y], [out], {})
+    np.testing.assert_array_equal(out, np.where(condition, x, y))
+    wide = rng.standard_normal((6, 16)).astype(np.float32)
+    out[...] = np.nan
+    step(_ctx(), [condition, wide[:, ::2], y], [out], {})  # (same type, strided)
+    np.testing.assert_array_equal(out, np.where(condition, wide[:, ::2], y))
