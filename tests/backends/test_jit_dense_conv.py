@@ -1,4 +1,4 @@
-"""The compiled dense Conv (backends/numpy/jit/small_conv.py ``DensePlan``, run by the
+"""The compiled dense Conv (backends/numpy/jit/dense_conv.py ``DensePlan``, run by the
 FusedConv of backends/numpy/jit/fused_conv.py): its padded copy and window copies against an
 im2col written with np.pad and slicing, each layout, and the whole FusedConv path, with the
 geometries it must handle (strides, dilations, asymmetric pads, windows that leave the
@@ -63,20 +63,20 @@ def _geometry(config):
 def test_im2col_loops_match_padded_slices(config, dtype):
     """Both compiled window copies (columns, pixel rows) from the compiled padded copy equal
     the reference im2col exactly."""
-    from backends.numpy.jit import small_conv
+    from backends.numpy.jit import dense_conv
     n, c, h, w, m, kernel, strides, dilations, pads = config
     attrs, geom = _geometry(config)
     x = np.random.default_rng(c).standard_normal((n, c, h, w)).astype(dtype)
-    plan = small_conv.DensePlan(array_types([x, np.empty((m, c) + kernel, dtype)]),
+    plan = dense_conv.DensePlan(array_types([x, np.empty((m, c) + kernel, dtype)]),
                                 array_types([np.empty((n, m) + tuple(geom.out), dtype)]), attrs)
     want = _im2col_reference(x, kernel, strides, dilations, pads, geom.out).astype(dtype)
     padded = np.full(plan.padded, 7, dtype)
-    small_conv.pad_into(x, padded, plan.head[0], plan.head[1], True)
+    dense_conv.pad_into(x, padded, plan.head[0], plan.head[1], True)
     cols = np.full(want.shape, 7, dtype)
-    small_conv.columns_from_padded(padded, cols, plan.g)
+    dense_conv.columns_from_padded(padded, cols, plan.g)
     np.testing.assert_array_equal(cols, want)
     rows = np.full((n, want.shape[2], want.shape[1]), 7, dtype)
-    small_conv.rows_from_padded(padded, rows, plan.g)
+    dense_conv.rows_from_padded(padded, rows, plan.g)
     np.testing.assert_array_equal(rows, want.transpose(0, 2, 1))
 
 
@@ -87,15 +87,15 @@ def test_dense_plan_layouts_match_float64(config, layout):
     """Every layout of the dense plan, forced on each geometry, three times through one
     workspace (run 2 reuses run 1's views and padded border, run 3 finds the border
     overwritten), against a float64 Conv."""
-    from backends.numpy.jit import small_conv
+    from backends.numpy.jit import dense_conv
     n, c, h, w, m, kernel, strides, dilations, pads = config
     attrs, geom = _geometry(config)
     rng = np.random.default_rng(m)
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
     wt = rng.standard_normal((m, c) + kernel).astype(np.float32)
     y = np.full((n, m) + tuple(geom.out), np.nan, np.float32)
-    assert small_conv.DensePlan.applies(array_types([x, wt]), array_types([y]), attrs)
-    plan = small_conv.DensePlan(array_types([x, wt]), array_types([y]), attrs)
+    assert dense_conv.DensePlan.applies(array_types([x, wt]), array_types([y]), attrs)
+    plan = dense_conv.DensePlan(array_types([x, wt]), array_types([y]), attrs)
     if plan.layout != "pointwise":
         plan.layout = layout
     ctx = KernelContext(xp=np, rng=np.random.default_rng(0), backend=pt.cpu().backend)

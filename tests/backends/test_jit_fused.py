@@ -111,10 +111,12 @@ CONFIGS = [
     (1, 80, 2, 160, 1, 1, 1, "Clip", CLIP6, False, np.float32, "pointwise"),  # pointwise
     (2, 8, 8, 48, 1, 1, 1, "Relu", None, False, np.float64, "pointwise"),
     (1, 3, 12, 8, 3, 2, 1, "Clip", CLIP6, False, np.float32, "dense"),  # stride 2
-    (1, 4, 6, 6, 3, 1, 1, "Clip", {"min": 1.0, "max": -1.0}, False, np.float32, "epilogue"),
+    (1, 4, 6, 6, 3, 1, 1, "Clip", {"min": 1.0, "max": -1.0}, False, np.float32, "small"),
     (1, 16, 4, 16, 3, 1, 16, "Clip", CLIP6, True, np.float32, "epilogue"),  # residual
     (1, 16, 4, 16, 1, 1, 1, "Relu", None, True, np.float32, "pointwise"),
-    (1, 8, 6, 8, 3, 1, 1, "Relu", None, True, np.float32, "epilogue"),  # small loop
+    (1, 8, 6, 8, 3, 1, 1, "Relu", None, True, np.float32, "small"),  # small loop, residual
+    (2, 3, 7, 5, 3, 1, 1, "Clip", CLIP6, False, np.float64, "small"),
+    (1, 6, 5, 4, 3, 1, 1, "", None, True, np.float32, "small"),  # residual only
     (1, 32, 8, 32, 3, 1, 1, "Relu", None, True, np.float32, "dense"),  # im2col, residual
     (2, 16, 9, 24, 3, 2, 1, "Relu", None, True, np.float64, "dense"),  # stride 2, batch 2
     (1, 64, 4, 64, 3, 1, 1, "Clip", CLIP6, False, np.float32, "dense"),  # dot products

@@ -167,7 +167,7 @@ def test_fused_conv_takes_the_stacked_loop_with_bias_residual_and_relu(config):
     runs with new inputs (run 2 on reuses the kept views and weight), against float64."""
     import json
 
-    from backends.numpy.jit import small_conv
+    from backends.numpy.jit import dense_conv
     from portable.backend import array_types, bound_kernel
 
     x, weight, _, geom, conv_attrs, (inputs, outputs) = _setup(config, np.float32)
@@ -177,7 +177,7 @@ def test_fused_conv_takes_the_stacked_loop_with_bias_residual_and_relu(config):
     rng = np.random.default_rng(1)
     bias = rng.standard_normal(weight.shape[0]).astype(np.float32)
     weight.setflags(write=False)  # (a graph's initializer)
-    assert small_conv.DensePlan(inputs, outputs, conv_attrs).layout == "stacked"
+    assert dense_conv.DensePlan(inputs, outputs, conv_attrs).layout == "stacked"
     backend = pt.cpu().backend
     y = np.empty(outputs[0].shape, np.float32)
     z = rng.standard_normal(y.shape).astype(np.float32)

@@ -9,13 +9,20 @@ a float FusedConv whose activation is none, Relu or Clip (with bounds that are n
 - a depthwise Conv without ``Z`` runs the compiled depthwise loop with the bounds applied
   inside it, on each plane or channel run while it is still in cache
   (``depthwise.plan_conv``);
-- a dense 2-D Conv (group 1) that the small loop does not take runs the compiled dense Conv
-  (``small_conv.DensePlan``: a compiled im2col, then sgemm or register-tiled dot products,
-  chosen by shape), then one compiled pass that adds the bias and ``Z`` and holds the result
-  in the bounds (``bias_residual_and_bounds``, or ``bias_and_bounds`` without ``Z``), which
-  LLVM vectorises. ResNet-18's small-image residual blocks (batch 1) went from 76-95 us to
-  54-76 us a Conv this way (the composed path spent 17-39 us in NumPy's im2col copy, and
-  four passes after the GEMM);
+- a dense 2-D Conv (group 1) that the small loop does not take, or that the stacked loop
+  takes (faster there: the table above ``dense_conv.DensePlan``), runs the compiled dense
+  Conv (``dense_conv.DensePlan``: a compiled im2col, then sgemm or register-tiled dot
+  products, or the stacked loop, chosen by shape), then one compiled pass that adds the bias
+  and ``Z`` and holds the result in the bounds (``bias_residual_and_bounds``, or
+  ``bias_and_bounds`` without ``Z``), which LLVM vectorises. ResNet-18's small-image
+  residual blocks (batch 1) went from 76-95 us to 54-76 us a Conv this way (the composed
+  path spent 17-39 us in NumPy's im2col copy, and four passes after the GEMM);
+- a Conv that the small loop takes otherwise (``small_conv.prepare_small``: a few channels
+  on a small padded image, LeNet's first Conv) runs it with the bias, ``Z`` and the bounds
+  applied as each output row is written (``small_conv.conv_small_bounded``): one compiled
+  call where the Conv without bias, then ``bias_and_bounds``, took two and their wrappers
+  (LeNet's 1->6 5x5 Conv on 28x28 at batch 1: 7.9 -> 5.4 us, with the loop's passes of four
+  kernel offsets);
 - a 1x1 Conv at stride 1 without padding runs sgemm on X itself and that pass, with its
   views kept between calls (``_pointwise``), or on planes of a few positions one compiled
   call on W transposed (``pointwise.py``);
@@ -40,7 +47,7 @@ import numpy as np
 
 import portable
 
-from backends.numpy.jit import depthwise, pointwise, small_conv
+from backends.numpy.jit import dense_conv, depthwise, pointwise, small_conv
 from backends.numpy.jit.support import JIT, contiguous, floats
 from backends.xp.kernels.fused import fused_conv as composed
 from portable.backend import PreparedKernel, bound_kernel
@@ -101,7 +108,8 @@ def _plan(backend, input_types, output_types, attrs):
     """``(kind, state)``: ``("depthwise", depthwise plan)``, ``("pointwise", (zeros, low,
     high, residual, bound composed kernel, kept views, pointwise.TransposedWeights or
     None))``, ``("dense", (DensePlan, zeros, low, high, residual, bound composed kernel,
-    kept views))``, ``("epilogue", (bound Conv, zeros, low, high, residual))`` or
+    kept views))``, ``("small", (geometry, zeros, low, high, residual, biased))``,
+    ``("epilogue", (bound Conv, zeros, low, high, residual))`` or
     ``("composed", bound composed kernel)``. The composed kernel is bound only for the
     kinds that run it, and nothing is bound without a ``backend`` (``held_bytes``)."""
     own, activation, _ = split_attrs(get("Conv"), attrs)
@@ -127,8 +135,8 @@ def _plan(backend, input_types, output_types, attrs):
             return "depthwise", state
     zeros = np.zeros(output_types[0].shape[1], dtype)  # (read only: the absent bias)
     low, high = (dtype.type(v) for v in limits)
-    if small_conv.DensePlan.applies(conv_types, output_types, own):
-        plan = small_conv.DensePlan(conv_types, output_types, own)
+    if dense_conv.DensePlan.applies(conv_types, output_types, own):
+        plan = dense_conv.DensePlan(conv_types, output_types, own)
         if plan.layout == "pointwise":
             c, m = conv_types[0].shape[1], conv_types[1].shape[0]
             transposed = (pointwise.TransposedWeights(m, c, dtype)
@@ -136,6 +144,11 @@ def _plan(backend, input_types, output_types, attrs):
             return "pointwise", (zeros, low, high, residual, fallback(), [None] * 9,
                                  transposed)
         return "dense", (plan, zeros, low, high, residual, fallback(), [None, None, None, None])
+    small = small_conv.prepare_small(conv_types, output_types, own)
+    if small is not None and (activation or residual):  # (else: a plain Conv, composed)
+        zeros = np.zeros_like(zeros)
+        zeros.setflags(write=False)  # (as a plan's bias is: the loop is compiled for that)
+        return "small", (small[1], zeros, low, high, residual, bias is not None)
     if activation or residual:
         conv = None if backend is None else bound_kernel(
             backend.kernel("Conv"), backend, conv_types[:2], output_types, own)
@@ -147,6 +160,33 @@ def _depthwise(state, ctx, inputs, outputs, attrs) -> None:
     bias = inputs[2] if len(inputs) > 2 else None
     if not depthwise.run_conv(state, inputs[0], inputs[1], bias, outputs[0]):
         composed(ctx, inputs, outputs, attrs)  # (a strided view: NumPy takes any layout)
+
+
+def _small(state, ctx, inputs, outputs, attrs) -> None:
+    """The small loop with the epilogue inside it: any layout (it indexes the 4-D arrays)."""
+    g, zeros, low, high, residual, biased = state
+    small_conv.conv_small_bounded(inputs[0], inputs[1], inputs[2] if biased else zeros,
+                                  inputs[3] if residual else None, outputs[0], g, low, high)
+
+
+def _bind_small(state):
+    """A step's direct call of the small loop (``_small`` without its unpacking): the bias
+    and ``Z`` are present or not for the plan's life."""
+    g, zeros, low, high, residual, biased = state
+    conv = small_conv.conv_small_bounded
+    if residual:
+        def small_conv_residual(ctx, inputs, outputs, attrs):
+            conv(inputs[0], inputs[1], inputs[2] if biased else zeros, inputs[3], outputs[0],
+                 g, low, high)
+        return small_conv_residual
+    if biased:
+        def small_conv_bias(ctx, inputs, outputs, attrs):
+            conv(inputs[0], inputs[1], inputs[2], None, outputs[0], g, low, high)
+        return small_conv_bias
+
+    def small_conv_alone(ctx, inputs, outputs, attrs):
+        conv(inputs[0], inputs[1], zeros, None, outputs[0], g, low, high)
+    return small_conv_alone
 
 
 def _add_epilogue(y, inputs, zeros, low, high, residual) -> None:
@@ -169,7 +209,7 @@ def _epilogue(state, ctx, inputs, outputs, attrs) -> None:
 
 
 def _dense(state, ctx, inputs, outputs, attrs) -> None:
-    """The compiled dense Conv (``small_conv.DensePlan``), then the epilogue. The epilogue's
+    """The compiled dense Conv (``dense_conv.DensePlan``), then the epilogue. The epilogue's
     flat views of Y and Z are kept while a plan hands the same arrays again (as the plan's
     own views are), which saves about a microsecond a call."""
     plan, zeros, low, high, residual, fallback, views = state
@@ -245,7 +285,7 @@ def held_bytes(input_types, output_types, attrs) -> int:
     return 0
 
 
-_CALLS = {"depthwise": _depthwise, "epilogue": _epilogue, "dense": _dense,
+_CALLS = {"depthwise": _depthwise, "small": _small, "epilogue": _epilogue, "dense": _dense,
           "pointwise": _pointwise}
 
 
@@ -270,6 +310,16 @@ def _warm(kind: str, state, input_types, output_types) -> None:
             loop(*(np.zeros(t.shape, t.dtype) for t in input_types[:2]), zeros,
                  np.zeros(output_types[0].shape, dtype), g, low, high)
             _warmed.add((loop, dtype))
+        return
+    if kind == "small":
+        g, zeros, low, high, residual, _ = state
+        if ("small", dtype, residual) not in _warmed:  # (a plan's weight and bias: read only)
+            one = np.zeros((1, 1, 1, 1), dtype)
+            fixed = np.zeros((1, 1, 1, 1), dtype)
+            fixed.setflags(write=False)
+            small_conv.conv_small_bounded(one, fixed, fixed[0, 0, 0], one if residual else None,
+                                          one, (1, 1, 1, 1, 0, 0), low, high)
+            _warmed.add(("small", dtype, residual))
         return
     if kind == "dense":
         state[0].warm()
@@ -302,6 +352,8 @@ class _FusedConv(PreparedKernel):
         if kind == "composed":
             return state
         _warm(kind, state, input_types, output_types)
+        if kind == "small":
+            return _bind_small(state)
         return functools.partial(_CALLS[kind], state)
 
     # What the tests call the compiled kernel without its fallback.

@@ -16,15 +16,13 @@ and two threads may run it at once.
 
 Taken only where it pays: float32/float64, group 1, stride 1, the windows reaching into
 padding (an unpadded Conv is one strided copy and one GEMM on the xp path), and at most
-``SMALL_WORK`` multiply-adds, where a BLAS GEMM's speed has not yet paid for its copies. Other
-Convs go to the depthwise loop's kernel, which hands what it does not take to the xp kernel;
-the chosen kernel is bound directly, with no layer of this module left at run time.
+``SMALL_WORK`` multiply-adds (``FEW_CHANNELS_WORK`` for at most ``FEW_CHANNELS`` output
+channels), where a BLAS GEMM's speed has not yet paid for its copies. Other Convs go to the
+depthwise loop's kernel, which hands what it does not take to the xp kernel; the chosen kernel
+is bound directly, with no layer of this module left at run time.
 
-``DensePlan`` (below) is the compiled FusedConv's Conv for the dense 2-D Convs past this
-loop (``fused_conv.py``): a compiled padded copy and im2col, then per shape either sgemm on
-the columns or register-tiled dot products on the windows laid out pixel by pixel, which
-need no packing of W (the table above ``DOT_CHANNELS`` has the measurements). A plain Conv
-keeps the xp kernel there: its results stay the xp kernel's, bit for bit.
+The dense 2-D Convs past this loop are the compiled FusedConv's ``dense_conv.DensePlan``; a
+plain Conv keeps the xp kernel there: its results stay the xp kernel's, bit for bit.
 """
 from __future__ import annotations
 
@@ -33,12 +31,9 @@ import functools
 import numba
 import numpy as np
 
+from backends.numpy.jit.depthwise import bound
 from backends.numpy.jit.depthwise import conv as depthwise_conv
-from backends.numpy.jit.recurrent_math import matmul_nt
-from backends.numpy.jit.stacked_conv import StackedPlan
 from backends.numpy.jit.support import JIT, floats
-from backends.xp.kernels.fused import conv_workspace
-from backends.xp.kernels.im2col import border_kept, mark_border, padding_layout, scratch
 from portable.backend import PreparedKernel
 from portable.ops.conv import window_geometry
 
@@ -48,6 +43,83 @@ from portable.ops.conv import window_geometry
 # (8 channels, 16x16), and level (0.9-1.1x) from 6.6e5 to 3e6 (16-64 channels), where the
 # GEMM's arithmetic outweighs its copies: the loop stops while it still clearly wins.
 SMALL_WORK = 1 << 18
+# The limit for Convs of at most FEW_CHANNELS output channels, measured (load 1.6) with the
+# loop's passes of four kernel offsets against the compiled FusedConv's dense plan (im2col +
+# sgemm, then the bias-and-bounds pass), float32 + Relu, one thread, in us:
+#   (N, C, H, M, kernel)     work      loop    columns + pass
+#   8, 1, 28, 6, 5x5        1.1e6      30.2        51.8      (LeNet's first Conv, batch 8)
+#   2, 1, 28, 6, 5x5        2.7e5       7.9        14.5
+#   4, 3, 28, 8, 3x3        7.3e5      21.9        30.7
+#   1, 4, 32, 8, 5x5        9.2e5      23.3        31.4
+#   1, 3, 64, 8, 3x3        9.1e5      25.6        29.5
+#   1, 3, 32, 16, 3x3       4.7e5      15.1        14.4
+#   1, 12, 16, 24, 3x3      7.5e5      21.0        16.7
+# Each pass over an output channel's run is its own, so the loop pays for many output
+# channels where the GEMM shares its copies among them.
+FEW_CHANNELS = 8
+FEW_CHANNELS_WORK = 1 << 21
+
+
+@numba.njit(inline="always", **JIT)
+def _pad_image(x, i, padded, ph, pw, wide, tall):
+    """The interior of ``padded`` (C, tall * wide) = image ``i`` of x placed at (ph, pw);
+    the border is left as it is (zero: every image writes the same interior)."""
+    _, c, height, width = x.shape
+    bottom = min(height, tall - ph)  # the input rows and columns that land inside it (all
+    right = min(width, wide - pw)  # of them at stride 1; kept safe should a tail crop)
+    for ch in range(c):
+        for r in range(bottom):
+            base = (r + ph) * wide + pw
+            for q in range(right):
+                padded[ch, base + q] = x[i, ch, r, q]
+
+
+@numba.njit(inline="always", **JIT)
+def _offsets(c, kh, kw, dh, dw, tall, wide):
+    """Where each kernel offset's run starts in the flat padded copy (C * tall * wide), in
+    (channel, kernel row, kernel column) order."""
+    starts = np.empty(c * kh * kw, np.int64)
+    j = 0
+    for k in range(c):
+        for jh in range(kh):
+            for jw in range(kw):
+                starts[j] = k * tall * wide + jh * dh * wide + jw * dw
+                j += 1
+    return starts
+
+
+@numba.njit(inline="always", **JIT)
+def _add_products(flat, w, o, weights, starts, out):
+    """out += output channel ``o``'s weights times the shifted runs of the flat padded copy,
+    kernel offset by offset in (channel, kernel row, kernel column) order: the one summation
+    order both loops share. Four offsets are added in each pass over ``out``, one after
+    another (each addition rounds as it did alone: nothing is reassociated), so ``out`` is
+    loaded and stored a quarter as often (LeNet's 1->6 5x5 Conv: 7 passes instead of 25).
+    ``weights`` is scratch for W[o] in that order."""
+    c, kh, kw = w.shape[1], w.shape[2], w.shape[3]
+    j = 0
+    for k in range(c):
+        for jh in range(kh):
+            for jw in range(kw):
+                weights[j] = w[o, k, jh, jw]
+                j += 1
+    run = out.shape[0]
+    offsets = starts.shape[0]
+    j = 0
+    while j + 4 <= offsets:
+        a0, a1, a2, a3 = weights[j], weights[j + 1], weights[j + 2], weights[j + 3]
+        s0, s1, s2, s3 = starts[j], starts[j + 1], starts[j + 2], starts[j + 3]
+        for t in range(run):
+            u = np.uint64(t)
+            out[u] = (((out[u] + a0 * flat[np.uint64(s0 + t)]) + a1 * flat[np.uint64(s1 + t)])
+                      + a2 * flat[np.uint64(s2 + t)]) + a3 * flat[np.uint64(s3 + t)]
+        j += 4
+    while j < offsets:
+        a0, s0 = weights[j], starts[j]
+        for t in range(run):
+            u = np.uint64(t)
+            out[u] += a0 * flat[np.uint64(s0 + t)]
+        j += 1
 
 
 @numba.njit(**JIT)
@@ -55,35 +127,58 @@ def conv_small(x, w, bias, y, g):
     """y = bias + Conv(x, w) at stride 1, for any layout of ``x`` and ``y``. ``g`` is (kh, kw,
     dh, dw, head_h, head_w), heads >= 0 (Conv pads are); the tails follow from the shapes."""
     kh, kw, dh, dw, ph, pw = g
-    n, c, height, width = x.shape
+    n, c = x.shape[:2]
     m = w.shape[0]
     rows, cols = y.shape[2], y.shape[3]
     tall = rows + (kh - 1) * dh  # the padded image's size: exactly what the windows reach
     wide = cols + (kw - 1) * dw
-    run = (rows - 1) * wide + cols  # one kernel offset's reads, output row by output row
     padded = np.zeros((c, tall * wide), x.dtype)
-    out = np.empty(run, x.dtype)
-    bottom = min(height, tall - ph)  # the input rows and columns that land inside it (all
-    right = min(width, wide - pw)  # of them at stride 1; kept safe should a tail crop)
+    out = np.empty((rows - 1) * wide + cols, x.dtype)  # one offset's reads, row by row
+    starts, weights = _offsets(c, kh, kw, dh, dw, tall, wide), np.empty(c * kh * kw, x.dtype)
     for i in range(n):
-        for ch in range(c):  # the borders stay zero: every image writes the same interior
-            for r in range(bottom):
-                base = (r + ph) * wide + pw
-                for q in range(right):
-                    padded[ch, base + q] = x[i, ch, r, q]
+        _pad_image(x, i, padded, ph, pw, wide, tall)
         for o in range(m):
             out[:] = bias[o]
-            for k in range(c):
-                plane = padded[k]
-                for jh in range(kh):
-                    for jw in range(kw):
-                        weight = w[o, k, jh, jw]
-                        shift = jh * dh * wide + jw * dw
-                        for t in range(run):
-                            out[np.uint64(t)] += weight * plane[np.uint64(shift + t)]
-            for r in range(rows):
+            _add_products(padded.reshape(-1), w, o, weights, starts, out)
+            for r in range(rows):  # (row views and unsigned indices: a vectorised copy)
+                row, at = y[i, o, r], r * wide
                 for q in range(cols):
-                    y[i, o, r, q] = out[r * wide + q]
+                    row[np.uint64(q)] = out[np.uint64(at + q)]
+
+
+@numba.njit(**JIT)
+def conv_small_bounded(x, w, bias, z, y, g, low, high):
+    """y = bound((Conv(x, w) + bias) + z, low, high): ``conv_small`` with FusedConv's
+    epilogue in the same call, in the composed kernel's order (the sums start at zero, then
+    the bias, then ``z`` where it is not None, then ``depthwise.bound``), so the result is
+    the one ``conv_small`` without bias and a ``fused_conv.bias_and_bounds`` pass give, bit
+    for bit. Any layout of x, z and y."""
+    kh, kw, dh, dw, ph, pw = g
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    rows, cols = y.shape[2], y.shape[3]
+    tall = rows + (kh - 1) * dh
+    wide = cols + (kw - 1) * dw
+    padded = np.zeros((c, tall * wide), x.dtype)
+    out = np.empty((rows - 1) * wide + cols, x.dtype)
+    starts, weights = _offsets(c, kh, kw, dh, dw, tall, wide), np.empty(c * kh * kw, x.dtype)
+    zero = x.dtype.type(0)
+    for i in range(n):
+        _pad_image(x, i, padded, ph, pw, wide, tall)
+        for o in range(m):
+            out[:] = zero
+            _add_products(padded.reshape(-1), w, o, weights, starts, out)
+            b = bias[o]
+            for r in range(rows):
+                row, at = y[i, o, r], r * wide
+                if z is None:  # (decided when the loop is compiled: None is a type of its own)
+                    for q in range(cols):
+                        row[np.uint64(q)] = bound(out[np.uint64(at + q)] + b, low, high)
+                else:
+                    extra = z[i, o, r]
+                    for q in range(cols):
+                        u = np.uint64(q)
+                        row[u] = bound((out[np.uint64(at + q)] + b) + extra[u], low, high)
 
 
 def prepare_small(input_types, output_types, attrs):
@@ -102,7 +197,8 @@ def prepare_small(input_types, output_types, attrs):
     rows, cols = geom.out
     wide = cols + (geom.kernel[1] - 1) * geom.dilations[1]
     work = x.shape[0] * w.shape[0] * x.shape[1] * geom.kernel[0] * geom.kernel[1] * rows * wide
-    if work > SMALL_WORK or rows < 1 or cols < 1:
+    limit = FEW_CHANNELS_WORK if w.shape[0] <= FEW_CHANNELS else SMALL_WORK
+    if work > limit or rows < 1 or cols < 1:
         return None
     zeros = np.zeros(w.shape[0], x.dtype)  # (read only: shared by every call)
     return zeros, (*geom.kernel, *geom.dilations, *geom.head)
@@ -176,245 +272,6 @@ class _Tiers(PreparedKernel):
         if small is not None:
             return _run_small(small, ctx, inputs, outputs, attrs)
         return depthwise_conv.compiled_run(other, ctx, inputs, outputs, attrs)
-
-
-# -- dense Convs past SMALL_WORK: compiled im2col, then one product per image ------------------
-# Measured on 2 shared cores (load 3.5-5), one thread, float32, per 3x3 Conv of ResNet-18's
-# small-image layers at batch 1; times in us, the window copy (from a padded copy) + product:
-#   (C, H, M, stride)       columns + sgemm     pixel rows + dot products
-#   128, 4x4, 128, 1            11 + 50              11 + 30
-#   64, 8x8, 64, 1               6 + 43              20 + 25
-#   64, 16x16, 128, 2            9 + 88              20 + 50
-#   32, 32x32, 64, 2            15 + 99              41 + 53
-#   32, 16x16, 32, 1             6 + 46              41 + 29
-#   16, 32x32, 16, 1            10 + 51              85 + 34
-# (NumPy's copy through a 6-D window view took 17-39 us for the columns.) sgemm packs all of
-# W for a product only P = H * W columns wide, so a few columns cost nearly as much as many;
-# the register-tiled dot products (``recurrent_math.matmul_nt``) pack nothing and run
-# 1.5-1.8x faster, but read the windows pixel-major (each pixel's C * kh * kw values in a
-# row), a gather of kw-element runs: it pays from ``DOT_CHANNELS`` output channels, over
-# which that gather is shared, and not for a 1x1 kernel (a downsample: K too short for the
-# dot products; 11 us through sgemm against 18 for 64 -> 128 channels on 8x8).
-DOT_CHANNELS = 64
-# Output positions per image up to which the dot products are taken: up to 64 (8x8) they won
-# at every load; at 256 (the 32x32 stride-2 layer) they won at load 4 and tied at load 1 (30
-# against 31 us), and on larger images sgemm's packing is paid back, and sgemm, unlike the
-# compiled products, may run on several threads (backends/numpy/threads.py).
-DOT_POSITIONS = 64
-
-
-@numba.njit(**JIT)
-def pad_into(x, padded, ph, pw, border):
-    """padded (N, C, Hp, Wp) = x placed at (ph, pw), zeros around it when ``border`` (else
-    the border is taken to hold them already); rows and columns past Wp, Hp are cropped."""
-    n, c, height, width = x.shape
-    tall, wide = padded.shape[2], padded.shape[3]
-    bottom, right = min(height, tall - ph), min(width, wide - pw)
-    zero = x.dtype.type(0)
-    for i in range(n):
-        for ch in range(c):
-            out = padded[i, ch]
-            if border:
-                for r in range(tall):
-                    for q in range(wide):
-                        out[r, q] = zero
-            plane = x[i, ch]
-            for r in range(bottom):
-                dst, src = out[r + ph], plane[r]
-                for q in range(right):
-                    dst[np.uint64(q + pw)] = src[np.uint64(q)]
-
-
-@numba.njit(**JIT)
-def columns_from_padded(padded, cols, g):
-    """cols (N, C * kh * kw, rows * cols)[i, (c, jh, jw), (r, q)] = padded[i, c, r * sh + jh
-    * dh, q * sw + jw * dw]: the im2col copy from a copy padded as far as the windows reach
-    (or from X itself where they stay inside it), with no bounds to test. Flat indices: a
-    view per row made the short rows of small images cost 1.5-3x more."""
-    kh, kw, sh, sw, dh, dw, _, _, out_h, out_w = g
-    n, c, tall, wide = padded.shape
-    src, dst = padded.reshape(-1), cols.reshape(-1)
-    plane = tall * wide
-    t = 0
-    for i in range(n):
-        for ch in range(c):
-            for jh in range(kh):
-                for jw in range(kw):
-                    start = (i * c + ch) * plane + jh * dh * wide + jw * dw
-                    for r in range(out_h):
-                        at = start + r * sh * wide
-                        for q in range(out_w):
-                            dst[np.uint64(t + q)] = src[np.uint64(at + q * sw)]
-                        t += out_w
-
-
-@numba.njit(**JIT)
-def rows_from_padded(padded, rows, g):
-    """rows (N, rows * cols, C * kh * kw): each output pixel's window in W's order (channel,
-    kernel row, kernel column), read as ``columns_from_padded`` reads it."""
-    kh, kw, sh, sw, dh, dw, _, _, out_h, out_w = g
-    n, c, tall, wide = padded.shape
-    src, dst = padded.reshape(-1), rows.reshape(-1)
-    plane = tall * wide
-    t = 0
-    for i in range(n):
-        for r in range(out_h):
-            for q in range(out_w):
-                corner = i * c * plane + r * sh * wide + q * sw
-                for ch in range(c):
-                    for jh in range(kh):
-                        at = corner + ch * plane + jh * dh * wide
-                        for jw in range(kw):
-                            dst[np.uint64(t)] = src[np.uint64(at + jw * dw)]
-                            t += 1
-
-
-class DensePlan:
-    """Y = Conv(X, W) without bias for a 2-D float Conv of group 1 that the small loop leaves
-    (``prepare_small``): how its windows are laid out and multiplied, fixed per shape.
-
-    ``layout``: "pointwise" (1x1, stride 1, unpadded: sgemm reads X), "stacked" (window
-    runs of at least ``stacked_conv.STACK_K``: ``stacked_conv.StackedPlan``), "columns"
-    (``columns_from_padded``, then sgemm) or "rows" (``rows_from_padded``, then dot
-    products); see the table above.
-    Scratch comes from ``ctx.workspace`` under "padded" and "columns", the keys and sizes the
-    xp Conv declares (``backends/xp/kernels/fused.conv_workspace``)."""
-
-    def __init__(self, input_types, output_types, attrs) -> None:
-        x, w = input_types[0], input_types[1]
-        geom = window_geometry(x.shape[2:], w.shape[2:], attrs)
-        n, c = x.shape[:2]
-        m, positions = w.shape[0], geom.out[0] * geom.out[1]
-        self.dtype = x.dtype
-        self.weights = (m, c * geom.kernel[0] * geom.kernel[1])
-        self.columns = (n, self.weights[1], positions)
-        self.product = (n, m, positions)
-        self.g = (*geom.kernel, *geom.strides, *geom.dilations, *geom.head, *geom.out)
-        tail = geom.fit_tail(x.shape[2:])
-        self.head = tuple(geom.head)
-        self.padded = (n, c) + tuple(d + h + t for d, h, t in zip(x.shape[2:], geom.head, tail))
-        unpadded = not any(geom.head) and all(t <= 0 for t in tail)
-        self.stacked = None
-        if (unpadded and all(k == 1 for k in geom.kernel) and all(s == 1 for s in geom.strides)
-                and tuple(geom.out) == tuple(x.shape[2:])):
-            self.layout = "pointwise"
-        elif StackedPlan.applies(x.shape, w.shape, self.g, x.dtype.itemsize,
-                                 conv_workspace(input_types, output_types, attrs)):
-            self.layout = "stacked"
-            self.stacked = StackedPlan(x.shape, w.shape, self.g, x.dtype,
-                                       conv_workspace(input_types, output_types, attrs))
-        elif (m >= DOT_CHANNELS and positions <= DOT_POSITIONS
-              and geom.kernel[0] * geom.kernel[1] > 1):
-            self.layout = "rows"
-        else:
-            self.layout = "columns"
-        self.unpadded = unpadded  # (the windows read X itself: no padded copy)
-        self.zero = x.dtype.type(0)
-        self._kept = None  # (w, y, the workspace's buffers, then the views made into them)
-        self._layout = None  # (the padded copy's border stamp, made once)
-
-    @property
-    def workspace(self) -> dict[str, int]:
-        """Scratch beside the xp Conv's (``conv_workspace``): the stacked loop's, if any."""
-        return self.stacked.workspace if self.layout == "stacked" else {}
-
-    @property
-    def held_bytes(self) -> int:
-        """Bytes this Conv keeps for the plan's life (the stacked loop's reordered weight)."""
-        return self.stacked.held_bytes if self.layout == "stacked" else 0
-
-    @staticmethod
-    def applies(input_types, output_types, attrs) -> bool:
-        x, w, y = input_types[0], input_types[1], output_types[0]
-        return (attrs["group"] == 1 and floats(x, w, y) and min(y.shape[2:]) >= 1
-                and prepare_small(input_types, output_types, attrs) is None)
-
-    def _padded(self, ctx, x):
-        """X padded as far as the windows reach, in the workspace's "padded" buffer; its
-        border is written only when another layout went through the buffer since."""
-        if self.unpadded:
-            return x
-        padded = scratch(ctx, "padded", self.padded, x.dtype)
-        self._pad(ctx.workspace["padded"], padded, x)
-        return padded
-
-    def _pad(self, buffer, padded, x) -> None:
-        layout = self._layout
-        if layout is None or layout[0] != padded.shape:
-            layout = self._layout = padding_layout(padded, self.head, 0)
-        border = not border_kept(buffer, layout)
-        pad_into(x, padded, self.head[0], self.head[1], border)
-        if border:
-            mark_border(buffer, layout)
-
-    def conv(self, ctx, x, w, y) -> None:
-        """Writes Conv(X, W) into ``y``; all three C-contiguous. A plan hands the same
-        weights, output and workspace buffers to every run: the views made into them on the
-        first run are kept and reused while that holds (about 3 us a call)."""
-        if self.layout == "stacked":
-            self.stacked.conv(ctx, x, w, y)
-            return
-        kept, workspace = self._kept, ctx.workspace
-        if (kept is not None and kept[0] is w and kept[1] is y
-                and workspace.get("columns") is kept[2] and workspace.get("padded") is kept[3]):
-            _, _, _, buffer, weights, windows, padded, out = kept
-            if padded is None:
-                padded = x
-            else:
-                self._pad(buffer, padded, x)
-            if self.layout == "columns":
-                columns_from_padded(padded, windows, self.g)
-                np.matmul(weights, windows, out=out)
-            else:
-                rows_from_padded(padded, windows, self.g)
-                for i in range(self.columns[0]):
-                    matmul_nt(weights, windows[i], out[i], self.zero)
-            return
-        weights, out = w.reshape(self.weights), y.reshape(self.product)
-        if self.layout == "pointwise":
-            np.matmul(weights, x.reshape(self.columns), out=out)
-            return
-        handed = (workspace.get("columns"), workspace.get("padded"))
-        windows = scratch(ctx, "columns", self.columns, x.dtype)
-        padded = self._padded(ctx, x)
-        if self.layout == "columns":
-            columns_from_padded(padded, windows, self.g)
-            np.matmul(weights, windows, out=out)
-        else:
-            windows = windows.reshape(self.columns[0], self.columns[2], self.columns[1])
-            rows_from_padded(padded, windows, self.g)
-            for i in range(self.columns[0]):
-                matmul_nt(weights, windows[i], out[i], self.zero)
-        # Kept only when the buffers were handed in (a plan's workspace), never ones this
-        # call allocated (an imperative call's scratch): no plan holds memory past its call.
-        if (handed[0] is not None and workspace.get("columns") is handed[0]
-                and workspace.get("padded") is handed[1]
-                and (self.unpadded or handed[1] is not None)):
-            self._kept = (w, y, handed[0], handed[1], weights, windows,
-                          None if self.unpadded else padded, out)
-
-    def warm(self) -> None:
-        """Compile (or load from numba's disk cache) the loops of this layout while planning:
-        one small Conv of the same layout and dtype."""
-        if self.layout == "stacked":
-            self.stacked.warm()
-            return
-        key = (self.layout, self.unpadded, self.dtype)
-        if key in _warm_layouts:
-            return
-        one = np.zeros((1, 1, 1, 1), self.dtype)
-        g = (1, 1, 1, 1, 1, 1, 0, 0, 1, 1)
-        if self.layout == "columns":
-            pad_into(one, one, 0, 0, True)
-            columns_from_padded(one, one[0], g)
-        elif self.layout == "rows":
-            pad_into(one, one, 0, 0, True)
-            rows_from_padded(one, one[0], g)
-            matmul_nt(one[0, 0], one[0, 0], one[0, 0], self.zero)
-        _warm_layouts.add(key)
-
-
-_warm_layouts: set = set()
 
 
 conv = _Tiers()
