@@ -19,13 +19,12 @@ padding) gets the same index there.
 """
 from __future__ import annotations
 
-import functools
 
 import numba
 import numpy as np
 
-from backends.numpy.jit.support import (JIT, contiguous, floats, override, parallel, span,
-                                        window_tuple)
+from backends.numpy.jit.support import (JIT, contiguous, direct_call, floats, override,
+                                        parallel, span, window_tuple)
 from backends.xp.kernels.conv import max_pool as xp_max_pool
 from backends.xp.kernels.conv import max_pool_grad as xp_max_pool_grad
 from portable.ops.conv import pool_geometry
@@ -273,7 +272,7 @@ def _bind_max_pool(backend, input_types, output_types, attrs):
     if other is not None:
         return other
     if state[0] is not max_pool_pairs:
-        return functools.partial(max_pool.run, planned)
+        return direct_call(max_pool.compiled_run, xp_max_pool, state)
 
     def max_pool_2x2(ctx, inputs, outputs, attrs):
         x, y = inputs[0], outputs[0]
