@@ -15,7 +15,7 @@ import numpy as np
 from backends.numpy.jit.recurrent_math import matmul_nt
 from backends.numpy.jit.small_conv import prepare_small
 from backends.numpy.jit.stacked_conv import StackedPlan
-from backends.numpy.jit.support import JIT, floats
+from backends.numpy.jit.support import JIT, floats, read_only
 from backends.xp.kernels.fused import conv_workspace
 from backends.xp.kernels.im2col import border_kept, mark_border, padding_layout, scratch
 from portable.ops.conv import window_geometry
@@ -284,7 +284,8 @@ class DensePlan:
         elif self.layout == "rows":
             pad_into(one, one, 0, 0, True)
             rows_from_padded(one, one[0], g)
-            matmul_nt(one[0, 0], one[0, 0], one[0, 0], self.zero)
+            for weights in (one[0, 0], read_only(one[0, 0])):  # (a plan's weight: read only)
+                matmul_nt(weights, one[0, 0], one[0, 0], self.zero)
         _warm_layouts.add(key)
 
 

@@ -48,7 +48,7 @@ import numpy as np
 import portable
 
 from backends.numpy.jit import dense_conv, depthwise, pointwise, small_conv
-from backends.numpy.jit.support import JIT, contiguous, floats
+from backends.numpy.jit.support import JIT, contiguous, floats, read_only
 from backends.xp.kernels.fused import fused_conv as composed
 from portable.backend import PreparedKernel, bound_kernel
 from portable.ops.fused import activation_parts, split_attrs
@@ -307,8 +307,10 @@ def _warm(kind: str, state, input_types, output_types) -> None:
     if kind == "depthwise":
         loop, zeros, g, low, high = state
         if (loop, dtype) not in _warmed:
-            loop(*(np.zeros(t.shape, t.dtype) for t in input_types[:2]), zeros,
-                 np.zeros(output_types[0].shape, dtype), g, low, high)
+            x, w = (np.zeros(t.shape, t.dtype) for t in input_types[:2])
+            y = np.zeros(output_types[0].shape, dtype)
+            loop(x, w, zeros, y, g, low, high)
+            loop(x, read_only(w), read_only(zeros), y, g, low, high)  # (a plan's constants)
             _warmed.add((loop, dtype))
         return
     if kind == "small":
@@ -329,10 +331,11 @@ def _warm(kind: str, state, input_types, output_types) -> None:
     loop = bias_residual_and_bounds if residual else bias_and_bounds
     if (loop, dtype) not in _warmed:
         one = np.zeros((1, 1, 1, 1), dtype)
-        if loop is bias_residual_and_bounds:
-            loop(one[0], one[0, 0, 0], one[0], dtype.type(0), dtype.type(0))
-        else:
-            loop(one, one[0, 0, 0], dtype.type(0), dtype.type(0))
+        for bias in (one[0, 0, 0], read_only(one[0, 0, 0])):  # (a plan's bias: read only)
+            if loop is bias_residual_and_bounds:
+                loop(one[0], bias, one[0], dtype.type(0), dtype.type(0))
+            else:
+                loop(one, bias, dtype.type(0), dtype.type(0))
         _warmed.add((loop, dtype))
 
 

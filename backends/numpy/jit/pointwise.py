@@ -36,7 +36,7 @@ import numba
 import numpy as np
 
 from backends.numpy.jit.depthwise import bound
-from backends.numpy.jit.support import JIT
+from backends.numpy.jit.support import JIT, read_only
 
 POSITIONS = 4
 CHANNELS = 128
@@ -132,9 +132,10 @@ class TransposedWeights:
         if dtype in _warmed:
             return
         one = np.zeros((1, 1, 1), dtype)
-        transpose_into(one[0], one[0])
-        pointwise_transposed(one, one[0], one[0, 0], one, False, one, dtype.type(0),
-                             dtype.type(0), np.zeros((4, 1), dtype))
+        transpose_into(read_only(one[0]), one[0])  # (only a read-only weight is transposed)
+        for bias in (one[0, 0], read_only(one[0, 0])):  # (a plan's bias is read only)
+            pointwise_transposed(one, one[0], bias, one, False, one, dtype.type(0),
+                                 dtype.type(0), np.zeros((4, 1), dtype))
         _warmed.add(dtype)
 
 

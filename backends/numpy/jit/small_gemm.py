@@ -33,7 +33,7 @@ import numpy as np
 from backends.numpy.jit.depthwise import bound
 from backends.numpy.jit.fused_conv import activation_bounds
 from backends.numpy.jit.recurrent_math import matmul_nt
-from backends.numpy.jit.support import JIT
+from backends.numpy.jit.support import JIT, read_only
 from backends.xp.kernels.fused import kernels as xp_fused_kernels
 from backends.xp.kernels.linalg import gemm as xp_gemm
 from portable.backend import KernelContext, PreparedKernel, bound_kernel
@@ -124,7 +124,9 @@ def _warm(state, input_types, output_types) -> None:
     arrays = [np.zeros(t.shape, t.dtype) for t in input_types[:2]]
     if c is not None:
         arrays.append(np.zeros(c.shape, c.dtype))
-    run(state, None, arrays, [np.zeros(output_types[0].shape, output_types[0].dtype)], {})
+    out = [np.zeros(output_types[0].shape, output_types[0].dtype)]
+    run(state, None, arrays, out, {})
+    run(state, None, arrays[:1] + [read_only(a) for a in arrays[1:]], out, {})  # (constants)
     _warmed.add(key)
 
 

@@ -31,7 +31,7 @@ import math
 import numba
 import numpy as np
 
-from backends.numpy.jit.support import JIT
+from backends.numpy.jit.support import JIT, read_only
 from backends.xp.kernels.im2col import scratch
 
 _PRODUCT_JIT = dict(JIT, fastmath={"reassoc", "contract"})
@@ -324,6 +324,7 @@ class StackedPlan:
             return
         one = np.zeros((1, 1, 1, 1), self.dtype)
         reorder_weights(one, one.reshape(1, 1))
+        reorder_weights(read_only(one), one.reshape(1, 1))  # (a plan's weight: read only)
         conv_stacked(one, one.reshape(1, 1), one.reshape(1, 1, 1), one.reshape(1, 1, 1),
                      one, (1, 1, 1, 1, 1, 1, 0, 0, 1, 1), self.zero)
         _warm_dtypes.add(self.dtype)

@@ -51,6 +51,16 @@ def floats(*types) -> bool:
                     for t in present))
 
 
+def read_only(array):
+    """A read-only view of ``array``: what a plan hands a kernel for a constant (its weights,
+    ``portable.executor.compiled``). numba compiles a loop separately for read-only arrays, so
+    the warm-up calls take these too: else that compile (and its memory) falls in the first
+    run."""
+    view = array.view()
+    view.setflags(write=False)
+    return view
+
+
 def contiguous(*arrays) -> bool:
     """Whether the arrays (None entries skipped) are C-contiguous NumPy arrays, the only
     layout the loops index."""
@@ -156,7 +166,11 @@ def _warm(run: Callable, state, backend, input_types, output_types, attrs) -> No
 
     zeros = [None if t is None else np.zeros(t.shape, t.dtype) for t in input_types]
     outputs = [None if t is None else np.zeros(t.shape, t.dtype) for t in output_types]
-    run(state, KernelContext(np, np.random.default_rng(0), backend), zeros, outputs, attrs)
+    ctx = KernelContext(np, np.random.default_rng(0), backend)
+    run(state, ctx, zeros, outputs, attrs)
+    if any(a is not None for a in zeros[1:]):  # (the operands a plan may hold as constants)
+        run(state, ctx, zeros[:1] + [None if a is None else read_only(a) for a in zeros[1:]],
+            outputs, attrs)
     _warmed.add(key)
 
 
