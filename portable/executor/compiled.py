@@ -66,17 +66,32 @@ class Step:
     threads: bool | None = None
 
 
+def _declared(rule: Any, node: Node, info: TypeInfo, attrs: dict) -> Any:
+    """What a kernel's plan-time rule (``workspace`` or ``held``) answers for ``node``."""
+    return rule([info.types.get(name) if name else None for name in node.inputs],
+                [info.types.get(name) if name else None for name in node.outputs], attrs)
+
+
 def workspace_bytes(kernel: Any, node: Node, info: TypeInfo, attrs: dict) -> dict[str, int]:
     """Scratch bytes a kernel declares for one call, by buffer name (empty when none)."""
     rule = getattr(kernel, "workspace", None)
     if rule is None:
         return {}
-    in_types = [info.types.get(name) if name else None for name in node.inputs]
-    out_types = [info.types.get(name) if name else None for name in node.outputs]
-    need = rule(in_types, out_types, attrs)
+    need = _declared(rule, node, info, attrs)
     if not isinstance(need, Mapping):
         need = {"scratch": need} if need else {}
     return {key: int(nbytes) for key, nbytes in need.items()}
+
+
+def _running_kernels(graph: Graph, info: TypeInfo, backend: Any):
+    """(index, node, kernel, attrs) of each node a plan runs a kernel for: not evaluated
+    while planning, not a view."""
+    for index, node in enumerate(graph.nodes):
+        if all(not out or out in info.values for out in node.outputs):
+            continue
+        op = registry.get(node.op, node=node)
+        if not op.view:
+            yield index, node, backend.kernel(node.op), op.resolve_attrs(node)
 
 
 def kernel_workspace(graph: Graph, info: TypeInfo,
@@ -85,13 +100,8 @@ def kernel_workspace(graph: Graph, info: TypeInfo,
     named buffer: the largest any step asks for (without building a plan)."""
     predicted: dict[int, dict[str, int]] = {}
     sizes: dict[str, int] = {}
-    for index, node in enumerate(graph.nodes):
-        if all(not out or out in info.values for out in node.outputs):
-            continue
-        op = registry.get(node.op, node=node)
-        if op.view:
-            continue
-        need = workspace_bytes(backend.kernel(node.op), node, info, op.resolve_attrs(node))
+    for index, node, kernel, attrs in _running_kernels(graph, info, backend):
+        need = workspace_bytes(kernel, node, info, attrs)
         if need:
             predicted[index] = need
             for key, nbytes in need.items():
@@ -103,17 +113,9 @@ def kernel_held(graph: Graph, info: TypeInfo, backend: Any) -> int:
     """Bytes the running nodes' kernels keep for as long as the plan lives, beside the
     weights and the shared scratch: what each declares with a ``held`` rule (``held(input
     types, output types, attrs) -> bytes``; e.g. a Conv weight kept reordered for its loop)."""
-    total = 0
-    for node in graph.nodes:
-        if all(not out or out in info.values for out in node.outputs):
-            continue
-        op = registry.get(node.op, node=node)
-        rule = None if op.view else getattr(backend.kernel(node.op), "held", None)
-        if rule is not None:
-            total += int(rule([info.types.get(name) if name else None for name in node.inputs],
-                              [info.types.get(name) if name else None for name in node.outputs],
-                              op.resolve_attrs(node)))
-    return total
+    return sum(int(_declared(kernel.held, node, info, attrs))
+               for _, node, kernel, attrs in _running_kernels(graph, info, backend)
+               if getattr(kernel, "held", None) is not None)
 
 
 def _read_only(array: Any) -> Any:

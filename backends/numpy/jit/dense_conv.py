@@ -15,7 +15,7 @@ import numpy as np
 from backends.numpy.jit.recurrent_math import matmul_nt
 from backends.numpy.jit.small_conv import prepare_small
 from backends.numpy.jit.stacked_conv import StackedPlan
-from backends.numpy.jit.support import JIT, floats, read_only
+from backends.numpy.jit.support import JIT, floats, read_only, window_tuple
 from backends.xp.kernels.fused import conv_workspace
 from backends.xp.kernels.im2col import border_kept, mark_border, padding_layout, scratch
 from portable.ops.conv import window_geometry
@@ -129,6 +129,12 @@ def rows_from_padded(padded, rows, g):
 # whatever the channel count; the stacked loop's dot products grow with K.
 
 
+def _window_and_out(geom) -> tuple[int, ...]:
+    """(kh, kw, sh, sw, dh, dw, head_h, head_w, out_h, out_w): the geometry as the loops
+    take it."""
+    return (*window_tuple(geom), *geom.out)
+
+
 class DensePlan:
     """Y = Conv(X, W) without bias for a 2-D float Conv of group 1 that the small loop leaves
     (``prepare_small``), or that the stacked loop takes (the table above): how its windows
@@ -150,7 +156,7 @@ class DensePlan:
         self.weights = (m, c * geom.kernel[0] * geom.kernel[1])
         self.columns = (n, self.weights[1], positions)
         self.product = (n, m, positions)
-        self.g = (*geom.kernel, *geom.strides, *geom.dilations, *geom.head, *geom.out)
+        self.g = _window_and_out(geom)
         tail = geom.fit_tail(x.shape[2:])
         self.head = tuple(geom.head)
         self.padded = (n, c) + tuple(d + h + t for d, h, t in zip(x.shape[2:], geom.head, tail))
@@ -159,8 +165,7 @@ class DensePlan:
         if (unpadded and all(k == 1 for k in geom.kernel) and all(s == 1 for s in geom.strides)
                 and tuple(geom.out) == tuple(x.shape[2:])):
             self.layout = "pointwise"
-        elif StackedPlan.applies(x.shape, w.shape, self.g, x.dtype.itemsize,
-                                 conv_workspace(input_types, output_types, attrs)):
+        elif DensePlan.stacks(input_types, output_types, attrs):
             self.layout = "stacked"
             self.stacked = StackedPlan(x.shape, w.shape, self.g, x.dtype,
                                        conv_workspace(input_types, output_types, attrs))
@@ -199,8 +204,7 @@ class DensePlan:
         """Whether the Conv's layout is "stacked" (``StackedPlan.applies`` on its geometry)."""
         x, w = input_types[0], input_types[1]
         geom = window_geometry(x.shape[2:], w.shape[2:], attrs)
-        g = (*geom.kernel, *geom.strides, *geom.dilations, *geom.head, *geom.out)
-        return StackedPlan.applies(x.shape, w.shape, g, x.dtype.itemsize,
+        return StackedPlan.applies(x.shape, w.shape, _window_and_out(geom), x.dtype.itemsize,
                                    conv_workspace(input_types, output_types, attrs))
 
     def _padded(self, ctx, x):
