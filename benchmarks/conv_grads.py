@@ -11,6 +11,11 @@ faster). Each figure is the median of ``--rounds`` rounds in which all methods t
 load on the machine affects them alike. Every formulation's result is checked against the
 first one's (float32, relative to the largest value).
 
+``jit_dx``/``jit_dw`` time the compiled CPU tier's kernels (backends/numpy/jit/conv_grads.py,
+bound as a plan binds them; where a shape is not theirs, the xp kernel they hand it to), and
+``jit_*_taken`` says whether their own loop ran; their results are checked against the
+xp plans' (``jit_max_rel_diff``).
+
 Usage:
     python benchmarks/conv_grads.py [--rounds 7] [--shapes lenet2 r64 ...]
 """
@@ -89,6 +94,7 @@ def measure(name: str, rounds: int, torch) -> dict:
     methods = {f"dx_{path}": (lambda plan=plan, out=outputs[path]: plan.run(ctx, dy, w, out))
                for path, plan in plans.items()}
     methods["dw"] = lambda: grad_plan.run(ctx, x, dy, dw)
+    jit_out = _compiled_methods(backend, ctx, x, w, dy, t_attrs, methods)
     # The forward Conv: its plan's choice, and per image / batch-wide forced.
     forward = conv_plan.ConvPlan(backend, [types[0].__class__(x.shape, x.dtype), types[1]],
                                  t_attrs)
@@ -120,15 +126,56 @@ def measure(name: str, rounds: int, torch) -> dict:
     first = outputs[next(iter(outputs))]
     scale = float(np.abs(first).max())
     errors = {path: float(np.abs(out - first).max()) / scale for path, out in outputs.items()}
+    jit_errors = {}
+    if jit_out:
+        jit_errors["dx"] = float(np.abs(jit_out["dx"] - first).max()) / scale
+        jit_errors["dw"] = float(np.abs(jit_out["dw"] - dw).max()) / float(np.abs(dw).max())
     row = {"shape": dict(zip(("batch", "c", "m", "size", "kernel", "stride", "pad"),
                              SHAPES[name])),
            "chosen": chosen, "forward_batched": forward.batched, "ms": med,
            "best": min(plans, key=lambda path: med[f"dx_{path}"]),
            "max_rel_diff_between_paths": max(errors.values())}
+    if jit_out:
+        row["jit_dx_taken"], row["jit_dw_taken"] = jit_out["taken"]
+        row["jit_max_rel_diff"] = max(jit_errors.values())
     if torch is not None:
+        if jit_out:
+            row["jit_dx_ratio_vs_torch"] = round(med["jit_dx"] / med["torch_dx"], 3)
+            row["jit_dw_ratio_vs_torch"] = round(med["jit_dw"] / med["torch_dw"], 3)
         row["dx_ratio_chosen_vs_torch"] = round(med[f"dx_{chosen}"] / med["torch_dx"], 3)
         row["dw_ratio_vs_torch"] = round(med["dw"] / med["torch_dw"], 3)
     return row
+
+
+def _compiled_methods(backend, ctx, x, w, dy, t_attrs, methods) -> dict:
+    """Adds ``jit_dx`` and ``jit_dw`` (the compiled tier's ConvTranspose and ConvGradWeight,
+    bound once) to ``methods``; returns their outputs and whether their own loops take the
+    shape, or {} without numba."""
+    from backends.numpy import jit
+    from portable.backend import array_types, bound_kernel
+    from portable.ops import registry
+
+    if not jit.available():
+        return {}
+    from backends.numpy.jit import conv_grads
+
+    def attrs(op):
+        specs = registry.get(op).attrs
+        return {key: t_attrs.get(key, spec.default) for key, spec in specs.items()}
+
+    out = {"dx": np.empty(x.shape, np.float32), "dw": np.empty(w.shape, np.float32)}
+    taken = []
+    for key, op, inputs, result in (("dx", "ConvTranspose", [dy, w], out["dx"]),
+                                    ("dw", "portable.ConvGradWeight", [x, dy], out["dw"])):
+        given = attrs(op)
+        types, out_types = array_types(inputs), array_types([result])
+        state = conv_grads.kernels[op].compiled_prepare(types, out_types, given)
+        taken.append(bool(state is not None and state[0]))
+        bound = bound_kernel(jit.kernels[op], backend, types, out_types, given)
+        methods[f"jit_{key}"] = (lambda bound=bound, inputs=inputs, result=result, given=given:
+                                 bound(ctx, inputs, [result], given))
+    out["taken"] = tuple(taken)
+    return out
 
 
 def main() -> None:
@@ -143,7 +190,7 @@ def main() -> None:
         torch = None
     rows = {name: measure(name, args.rounds, torch) for name in args.shapes}
     total = {key: round(sum(r["ms"].get(key, 0.0) for r in rows.values()), 3)
-             for key in ("dw", "torch_dx", "torch_dw")}
+             for key in ("dw", "jit_dx", "jit_dw", "torch_dx", "torch_dw")}
     total["dx_chosen"] = round(sum(r["ms"][f"dx_{r['chosen']}"] for r in rows.values()), 3)
     total["dx_scatter"] = round(sum(r["ms"]["dx_scatter"] for r in rows.values()), 3)
     print(json.dumps({"platform": platform.platform(), "numpy": np.__version__,

@@ -41,8 +41,9 @@ OVERRIDES: dict[str, tuple[str, Callable]] = {
     "portable.AveragePoolGrad": ("average_pool", xp_conv.average_pool_grad),
     "Conv": ("small_conv", xp_conv.conv),  # (small dense Convs, then depthwise ones)
     "portable.FusedConv": ("fused_conv", xp_fused.fused_conv),  # (bias and Relu/Clip inside)
-    "ConvTranspose": ("depthwise", xp_conv.conv_transpose),
-    "portable.ConvGradWeight": ("depthwise", xp_conv.conv_grad_weight),
+    # (dense Convs' gradients, then depthwise ones)
+    "ConvTranspose": ("conv_grads", xp_conv.conv_transpose),
+    "portable.ConvGradWeight": ("conv_grads", xp_conv.conv_grad_weight),
     "Where": ("select", xp_elementwise.where),  # (gradient masks: a blend, not a branch)
     "Gemm": ("small_gemm", xp_linalg.gemm),  # (a few rows: no weight packing)
     "portable.FusedGemm": ("small_gemm", xp_fused.kernels["portable.FusedGemm"]),
