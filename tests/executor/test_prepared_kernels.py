@@ -314,7 +314,7 @@ def test_small_conv_loop_matches_a_float64_reference(config):
     jit = pytest.importorskip("backends.numpy.jit")
     if not jit.available():
         pytest.skip("numba is not installed (pip install 'portable[jit]')")
-    from backends.numpy.jit.small_conv import conv as small_conv
+    from backends.numpy.jit.plain_conv import conv as small_conv
     from portable.ops import registry
     from portable.ops.conv import window_geometry
 

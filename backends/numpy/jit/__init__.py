@@ -39,7 +39,7 @@ OVERRIDES: dict[str, tuple[str, Callable]] = {
     "portable.MaxPoolGrad": ("max_pool", xp_conv.max_pool_grad),
     "AveragePool": ("average_pool", xp_conv.average_pool),
     "portable.AveragePoolGrad": ("average_pool", xp_conv.average_pool_grad),
-    "Conv": ("small_conv", xp_conv.conv),  # (small dense Convs, then depthwise ones)
+    "Conv": ("plain_conv", xp_conv.conv),  # (dense plan, small loop, then depthwise)
     "portable.FusedConv": ("fused_conv", xp_fused.fused_conv),  # (bias and Relu/Clip inside)
     # (dense Convs' gradients, then depthwise ones)
     "ConvTranspose": ("conv_grads", xp_conv.conv_transpose),

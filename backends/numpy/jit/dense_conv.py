@@ -1,5 +1,7 @@
-"""Compiled dense Conv for the FusedConv (``fused_conv.py``): the 2-D Convs of group 1 past the
-small loop (``small_conv.py``), fixed per shape by ``DensePlan``.
+"""Compiled dense Conv for the FusedConv (``fused_conv.py``) and the plain Conv
+(``plain_conv.py``): the 2-D Convs of group 1 past the small loop, fixed per shape by
+``DensePlan``. A plain Conv takes the plan only where it beats the xp kernel
+(``DensePlan.for_plain_conv``, the table above it).
 
 Per shape: a compiled padded copy and im2col, then either sgemm on the columns or
 register-tiled dot products on the windows laid out pixel by pixel, which need no packing of
@@ -16,6 +18,7 @@ from backends.numpy.jit.recurrent_math import matmul_nt
 from backends.numpy.jit.small_conv import prepare_small
 from backends.numpy.jit.stacked_conv import StackedPlan
 from backends.numpy.jit.support import JIT, floats, read_only, window_tuple
+from backends.xp.kernels.conv_plan import BATCH_POSITIONS
 from backends.xp.kernels.fused import conv_workspace
 from backends.xp.kernels.im2col import border_kept, mark_border, padding_layout, scratch
 from portable.ops.conv import window_geometry
@@ -129,6 +132,33 @@ def rows_from_padded(padded, rows, g):
 # whatever the channel count; the stacked loop's dot products grow with K.
 
 
+# Where a plain Conv (no epilogue: a training graph's Conv before its BatchNorm) takes the plan
+# instead of the xp kernel (pad, im2col through a strided view, sgemm per image, or one batch-
+# wide GEMM for outputs of at most ``conv_plan.BATCH_POSITIONS`` positions). Measured at one
+# thread (2 shared cores, load 0.3-0.5), float32, the weight writeable (reordered every call),
+# times in ms, LeNet (batch 64) and the CIFAR ResNet-18 (batch 32):
+#   (C, H, M, kernel, stride)     layout      xp    plan   (columns where not the layout)
+#   1, 28x28, 20, 5x5            columns     0.58   0.45
+#   20, 12x12, 50, 5x5           stacked     2.84   1.33
+#   3, 32x32, 64, 3x3            columns     1.24   1.17
+#   64, 32x32, 64, 3x3           stacked    25.4   14.6     (24.7)
+#   64, 32x32, 128, 3x3, s2      stacked    12.1    9.5     (11.8)
+#   64, 32x32, 128, 1x1, s2      columns     1.36   1.26
+#   128, 16x16, 128, 3x3         stacked    23.5   11.6     (21.9)
+#   128, 16x16, 256, 3x3, s2     stacked    11.4    6.7
+#   128, 16x16, 256, 1x1, s2     stacked     1.21   1.27     (1.17)
+#   256, 8x8, 256, 3x3           stacked    22.8   12.0
+#   256, 8x8, 512, 3x3, s2       stacked    10.8    7.9     (12.6: xp's batch-wide GEMM wins)
+#   256, 8x8, 512, 1x1, s2       stacked     1.24   0.97     (1.38)
+#   512, 4x4, 512, 3x3           stacked    21.8   15.6     (25.4)
+# float64 alike (LeNet's second Conv 5.4 -> 2.2, 64 of 32x32 54.7 -> 26.5, 512 of 4x4 41.4 ->
+# 35.2). So the stacked layout is taken wherever the plan has it, and the columns wherever
+# the xp kernel runs its per-image GEMMs too (the compiled window copy is the faster one).
+# The rows layout lost to both at batch 4 and 32 for the runs it keeps (K < STACK_K: 32 x
+# 8 x 8x8 -> 64, 0.40 against 0.24 by xp, 0.19 by columns), and a 1x1 Conv at stride 1
+# without padding is one sgemm on X either way: those stay with the xp kernel.
+
+
 def _window_and_out(geom) -> tuple[int, ...]:
     """(kh, kw, sh, sw, dh, dw, head_h, head_w, out_h, out_w): the geometry as the loops
     take it."""
@@ -198,6 +228,19 @@ class DensePlan:
         return (attrs["group"] == 1 and floats(x, w, y) and min(y.shape[2:]) >= 1
                 and (prepare_small(input_types, output_types, attrs) is None
                      or DensePlan.stacks(input_types, output_types, attrs)))
+
+    @staticmethod
+    def for_plain_conv(input_types, output_types, attrs) -> "DensePlan | None":
+        """The plan of a plain Conv where it beats the xp kernel (the table above
+        ``_window_and_out``), else None."""
+        if not DensePlan.applies(input_types, output_types, attrs):
+            return None
+        plan = DensePlan(input_types, output_types, attrs)
+        n, _, positions = plan.product
+        per_image = n == 1 or positions > BATCH_POSITIONS  # (as the xp kernel's GEMMs are)
+        if plan.layout == "stacked" or (plan.layout == "columns" and per_image):
+            return plan
+        return None
 
     @staticmethod
     def stacks(input_types, output_types, attrs) -> bool:

@@ -17,24 +17,18 @@ and two threads may run it at once.
 Taken only where it pays: float32/float64, group 1, stride 1, the windows reaching into
 padding (an unpadded Conv is one strided copy and one GEMM on the xp path), and at most
 ``SMALL_WORK`` multiply-adds (``FEW_CHANNELS_WORK`` for at most ``FEW_CHANNELS`` output
-channels), where a BLAS GEMM's speed has not yet paid for its copies. Other Convs go to the
-depthwise loop's kernel, which hands what it does not take to the xp kernel; the chosen kernel
-is bound directly, with no layer of this module left at run time.
+channels), where a BLAS GEMM's speed has not yet paid for its copies.
 
-The dense 2-D Convs past this loop are the compiled FusedConv's ``dense_conv.DensePlan``; a
-plain Conv keeps the xp kernel there: its results stay the xp kernel's, bit for bit.
+The plain Conv's kernel (``plain_conv.py``) runs this loop where the compiled dense plan
+does not take the Conv; the FusedConv (``fused_conv.py``) runs its bounded form.
 """
 from __future__ import annotations
-
-import functools
 
 import numba
 import numpy as np
 
 from backends.numpy.jit.depthwise import bound
-from backends.numpy.jit.depthwise import conv as depthwise_conv
 from backends.numpy.jit.support import JIT, floats
-from portable.backend import PreparedKernel
 from portable.ops.conv import window_geometry
 
 # Multiply-adds (counting the discarded wide columns) up to which the loop runs a Conv.
@@ -204,76 +198,17 @@ def prepare_small(input_types, output_types, attrs):
     return zeros, (*geom.kernel, *geom.dilations, *geom.head)
 
 
-def _run_small(state, ctx, inputs, outputs, attrs) -> bool:
+def run_small(state, ctx, inputs, outputs, attrs) -> bool:
     zeros, g = state
     bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else zeros
     conv_small(inputs[0], inputs[1], bias, outputs[0], g)
     return True
 
 
-def _with_bias(state, ctx, inputs, outputs, attrs) -> None:
+def step_with_bias(state, ctx, inputs, outputs, attrs) -> None:
     """A plan step's call when the step has a bias (its arrays are fixed by the plan)."""
     conv_small(inputs[0], inputs[1], inputs[2], outputs[0], state[1])
 
 
-def _without_bias(state, ctx, inputs, outputs, attrs) -> None:
+def step_without_bias(state, ctx, inputs, outputs, attrs) -> None:
     conv_small(inputs[0], inputs[1], state[0], outputs[0], state[1])
-
-
-def _run(planned, ctx, inputs, outputs, attrs):
-    small, other = planned
-    if other is not None:
-        return other(ctx, inputs, outputs, attrs)
-    _run_small(small, ctx, inputs, outputs, attrs)
-    return None
-
-
-class _Tiers(PreparedKernel):
-    """Conv: this loop where it applies, else the depthwise kernel (itself the xp kernel
-    where its loop does not apply). ``bind`` hands back the chosen tier's own call, so a
-    plan step runs it without this class in between."""
-
-    def __init__(self) -> None:
-        super().__init__(_run, self._plan)
-        self.__name__ = self.__qualname__ = "conv"
-        self.fallback = depthwise_conv.fallback
-        if getattr(depthwise_conv, "workspace", None) is not None:
-            self.workspace = depthwise_conv.workspace
-
-    @staticmethod
-    def _plan(backend, input_types, output_types, attrs):
-        small = prepare_small(input_types, output_types, attrs)
-        if small is not None:
-            return small, None
-        return None, depthwise_conv.bind(backend, input_types, output_types, attrs)
-
-    def bind(self, backend, input_types, output_types, attrs):
-        small, other = self._plan(backend, input_types, output_types, attrs)
-        if other is not None:
-            return other
-        conv_small(*(np.zeros(t.shape, t.dtype) for t in input_types[:2]),
-                   small[0], np.zeros(output_types[0].shape, output_types[0].dtype),
-                   small[1])  # compiled (or loaded from disk) while planning
-        biased = len(input_types) > 2 and input_types[2] is not None
-        return functools.partial(_with_bias if biased else _without_bias, small)
-
-    # What the tests call the compiled kernel without its xp fallback: either loop.
-    @staticmethod
-    def compiled_prepare(input_types, output_types, attrs):
-        small = prepare_small(input_types, output_types, attrs)
-        if small is not None:
-            return small, None
-        other = depthwise_conv.compiled_prepare(input_types, output_types, attrs)
-        return None if other is None else (None, other)
-
-    @staticmethod
-    def compiled_run(state, ctx, inputs, outputs, attrs) -> bool:
-        small, other = state
-        if small is not None:
-            return _run_small(small, ctx, inputs, outputs, attrs)
-        return depthwise_conv.compiled_run(other, ctx, inputs, outputs, attrs)
-
-
-conv = _Tiers()
-
-kernels = {"Conv": conv}

@@ -32,7 +32,7 @@ import numba
 import numpy as np
 
 from backends.numpy.jit.support import JIT, read_only
-from backends.xp.kernels.im2col import scratch
+from backends.xp.kernels.im2col import mark_border, scratch
 
 _PRODUCT_JIT = dict(JIT, fastmath={"reassoc", "contract"})
 
@@ -317,6 +317,9 @@ class StackedPlan:
         t, nhwc = self._scratch(ctx)
         out = y.reshape(y.shape[0], y.shape[1], -1)
         conv_stacked(x, self._weights(ctx, w), out, nhwc, t, self.g, self.zero)
+        if self.own_padded:  # (the transposed image went into "padded": no border is kept,
+            # and a padded Conv run next must not trust a stamp left by an earlier one)
+            mark_border(ctx.workspace["padded"], None)
 
     def warm(self) -> None:
         """Compile (or load from numba's disk cache) the loops for this dtype while planning."""
