@@ -111,8 +111,11 @@ class BlasThreads:
         getters = self._getters
         if not getters:
             return 0
-        # (every plan run starts here: one library, the usual case, is one direct call)
-        now = getters[0]() if len(getters) == 1 else max(get() for get in getters)
+        # (every plan run starts here: one library, the usual case, is one direct call). With
+        # several, the fewest threads any of them runs: a BLAS loaded after the user's limit
+        # (numba imports SciPy, which brings its own OpenBLAS at one thread per core) must not
+        # lift the limit set on the others.
+        now = getters[0]() if len(getters) == 1 else min(get() for get in getters)
         if now != self.current:
             self.allowed = now
         self.current = now

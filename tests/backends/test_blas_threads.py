@@ -92,3 +92,20 @@ def test_the_count_read_directly_is_threadpoolctls():
         assert [get() for get in getters] == [1] * len(libraries)
         assert threads.blas_threads.begin() == 0  # (one thread allowed: nothing to switch)
     assert [get() for get in getters] == [lib.get_num_threads() for lib in libraries]
+
+
+def test_a_blas_loaded_after_the_users_limit_does_not_lift_it(monkeypatch):
+    """numba imports SciPy, whose OpenBLAS starts at one thread per core after the user limited
+    NumPy's to one: the run's allowance is the fewest threads any library runs."""
+    counts = [1, 2]  # (NumPy's, limited; SciPy's, loaded later at its default)
+    set_to = []
+    blas = threads.BlasThreads()
+    monkeypatch.setattr(blas, "_libraries", ["numpy's", "scipy's"])
+    monkeypatch.setattr(blas, "_getters", [lambda: counts[0], lambda: counts[1]])
+    monkeypatch.setattr(blas, "_setters", [set_to.append, set_to.append])
+    assert blas.begin() == 0 and blas.allowed == 1  # one thread allowed: nothing to switch
+    counts[0] = 2  # the user lifts the limit: both run two
+    assert blas.begin() == 2
+    blas.use(1)
+    assert set_to == [1, 1]  # every library switched alike
+
