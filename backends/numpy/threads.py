@@ -158,3 +158,12 @@ def step_threads(op: str, input_types: list, output_types: list, attrs: dict) ->
     two answers."""
     flops = gemm_flops(op, input_types, output_types, attrs)
     return None if flops is None else flops >= PARALLEL_FLOPS
+
+
+def several_threads() -> bool:
+    """Whether BLAS runs on more than one thread now: inside a plan run, whether this step was
+    given every allowed thread. The compiled Conv loops run on one thread, so a step of the
+    size that earns several (``step_threads``) hands its GEMM to sgemm on them instead
+    (ResNet-18's training step at two threads: 667-759 ms with sgemm there, 825-851 ms with
+    the single-threaded loops; at one thread the loops win)."""
+    return blas_threads.current > 1

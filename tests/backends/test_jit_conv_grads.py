@@ -14,7 +14,7 @@ from backends.numpy.jit.grad_weight_runs import phase_layout
 from portable.backend import array_types
 from portable.ops.conv import output_padding, window_geometry
 from backends.xp.kernels import kernels as xp_kernels
-from tests.backends.test_jit_kernels import _attrs, _both, _run, _tol
+from tests.backends.test_jit_kernels import _attrs, _both, _ctx, _run, _tol
 from tests.ops.cases_conv import conv_grad_weight_reference, conv_transpose_reference
 
 pytestmark = pytest.mark.skipif(not jit.available(), reason="numba is not installed")
@@ -210,3 +210,31 @@ def test_shapes_left_to_other_kernels():
         array_types([depthwise, depthwise[:, :, :4, :4].copy()]),
         array_types([np.empty((8, 1, 3, 3), f32)]), attrs)
     assert state is not None and not state[0]  # (the depthwise loop's)
+
+
+@pytest.mark.parametrize("op", ["ConvTranspose", "portable.ConvGradWeight"])
+def test_a_gradient_given_every_blas_thread_leaves_it_to_sgemm(op, monkeypatch):
+    """A step large enough to get every allowed BLAS thread declines the one-thread loops
+    while BLAS runs several (the depthwise / xp kernels then run it), and takes them at one."""
+    from backends.numpy import threads
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 64, 32, 32)).astype(np.float32)
+    w = rng.standard_normal((64, 64, 3, 3)).astype(np.float32)
+    dy = rng.standard_normal((4, 64, 32, 32)).astype(np.float32)
+    explicit = dict(strides=[1, 1], dilations=[1, 1], pads=[1, 1, 1, 1], group=1)
+    if op == "ConvTranspose":
+        attrs = _attrs(op, **explicit, output_padding=[0, 0])
+        inputs, output = [dy, w], np.empty(x.shape, np.float32)
+    else:
+        attrs = _attrs(op, **explicit, kernel_shape=[3, 3])
+        inputs, output = [x, dy], np.empty(w.shape, np.float32)
+    types, out = array_types(inputs), array_types([output])
+    assert threads.step_threads(op, types, out, attrs)
+    kernel = conv_grads.kernels[op]
+    state = kernel.compiled_prepare(types, out, attrs)
+    assert state is not None and state[0]  # (the dense loop's shape)
+    ctx = _ctx()
+    for count, taken in ((2, False), (1, True)):
+        monkeypatch.setattr(threads.blas_threads, "current", count)
+        assert kernel.compiled_run(state, ctx, inputs, [output], attrs) is taken, count

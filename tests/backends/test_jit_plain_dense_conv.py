@@ -240,3 +240,33 @@ def test_held_rule_counts_the_kept_reordered_weight():
     w1 = np.empty((16, 16, 1, 1), np.float32)
     out1 = array_types([np.empty((2, 16, 8, 8), np.float32)])
     assert plain_conv.conv.held(array_types([x, w1]), out1, _attrs()) == 0
+
+
+def test_a_conv_given_every_blas_thread_runs_sgemm_while_the_run_allows_several(monkeypatch):
+    """The plan's loops run on one thread: a step large enough to get every allowed BLAS
+    thread (``threads.step_threads``) runs the xp kernel's sgemm while BLAS runs several (its
+    answer, bit for bit), and the plan at one thread."""
+    from backends.numpy import threads
+    from backends.numpy.jit import plain_conv
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 64, 32, 32)).astype(np.float32)
+    w = rng.standard_normal((64, 64, 3, 3)).astype(np.float32)
+    attrs = _attrs(pads=[1, 1, 1, 1])
+    shape = _out_shape(x, w, attrs)
+    types, out = array_types([x, w]), array_types([np.empty(shape, np.float32)])
+    assert threads.step_threads("Conv", types, out, attrs)  # (the shape earns the threads)
+    assert _planned([x, w], shape, attrs) is not None
+    step = plain_conv.conv.bind(pt.cpu().backend, types, out, attrs)
+    ran = []
+    real = plain_conv._run_dense
+    monkeypatch.setattr(plain_conv, "_run_dense", lambda *a: ran.append(1) or real(*a))
+    for count, planned in ((2, False), (1, True)):
+        monkeypatch.setattr(threads.blas_threads, "current", count)
+        ran.clear()
+        y = np.full(shape, -7, np.float32)
+        step(_ctx(), [x, w], [y], attrs)
+        assert bool(ran) == planned, count
+        if not planned:
+            np.testing.assert_array_equal(y, _xp([x, w], shape, np.float32, attrs))
+        np.testing.assert_allclose(y, _reference([x, w], shape, attrs), **_tol(np.float32))

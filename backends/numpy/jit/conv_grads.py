@@ -14,9 +14,10 @@ sgemm's packing cost as much as the products (benchmarks/conv_grads.py). Here:
 - dW is the dot products of dY's rows with shifted runs of X (``grad_weight_runs``): a copy
   of X (kh copies on small planes) and one of dY, no im2col.
 
-Each takes the shapes where it was measured to win (``DX_RUN_MIN``, ``dw_loop``); every
-other call goes to the depthwise kernels' override (``depthwise.py``), which hands what it
-does not take to the xp kernels.
+Each takes the shapes where it was measured to win (``DX_RUN_MIN``, ``dw_loop``), on one
+thread: a step large enough to get every allowed BLAS thread leaves its GEMM to sgemm while
+the run allows several (``threads.several_threads``). Every other call goes to the depthwise
+kernels' override (``depthwise.py``), which hands what it does not take to the xp kernels.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from backends.numpy.jit.grad_weight_runs import (batch_run_tiles, copy_rows,
                                                  widen_rows_by_channel)
 from backends.numpy.jit.stacked_conv import conv_stacked
 from backends.numpy.jit.support import JIT, contiguous, floats, override, window_tuple
+from backends.numpy.threads import several_threads, step_threads
 from backends.xp.kernels.im2col import scratch
 from portable.ops.conv import Geometry, transpose_geometry, window_attrs
 
@@ -119,7 +121,8 @@ def _prepare_transpose(input_types, output_types, attrs):
     if parts is None:
         return None
     image = tuple(dy.shape[2:]) + (m,)
-    return parts, geom.strides, image, dy.dtype.type(0)
+    threaded = step_threads("ConvTranspose", input_types, output_types, attrs)
+    return parts, geom.strides, image, dy.dtype.type(0), threaded
 
 
 @override(depthwise.conv_transpose, _prepare_transpose)
@@ -127,9 +130,9 @@ def _dense_transpose(state, ctx, inputs, outputs, attrs) -> bool:
     dy, w = inputs[:2]
     bias = inputs[2] if len(inputs) > 2 else None
     dx = outputs[0]
-    if not contiguous(dy, w, dx, bias):
-        return False
-    parts, (sh, sw), image, zero = state
+    parts, (sh, sw), image, zero, threaded = state
+    if (threaded and several_threads()) or not contiguous(dy, w, dx, bias):
+        return False  # (sgemm on every allowed thread: this loop runs one)
     dtype = dy.dtype
     n, c = dx.shape[:2]
     nhwc = scratch(ctx, "gathered", image, dtype)
@@ -199,25 +202,27 @@ def _prepare_grad_weight(input_types, output_types, attrs):
         return None
     g = window_tuple(Geometry(kernel_shape, strides, dilations, head, tail, out))
     (n, c), m, zero = x.shape[:2], dy.shape[1], x.dtype.type(0)
+    threaded = step_threads("portable.ConvGradWeight", input_types, output_types, attrs)
     if loop == "image":
         rows, wide, taps = phase_layout(kernel_shape, strides, dilations, out)
         used = np.zeros(strides[0] * strides[1], np.bool_)
         used[taps[:, 0]] = True
-        return loop, g, taps, used, (len(used), n, c, rows, wide), (n, m, out[0], wide), zero
+        return (loop, g, taps, used, (len(used), n, c, rows, wide), (n, m, out[0], wide), zero,
+                threaded)
     wide, _, starts = row_layout(kernel_shape, strides, dilations, c, n, out)
     used = np.zeros(strides[1], np.bool_)
     used[[(j * dilations[1]) % strides[1] for j in range(kernel_shape[1])]] = True
     copy = (strides[1], c, kernel_shape[0], n * out[0] + 1, wide)
-    return loop, g, starts, used, copy, (m, n, out[0], wide), zero
+    return loop, g, starts, used, copy, (m, n, out[0], wide), zero, threaded
 
 
 @override(depthwise.conv_grad_weight, _prepare_grad_weight)
 def _dense_grad_weight(state, ctx, inputs, outputs, attrs) -> bool:
     x, dy = inputs
     dw = outputs[0]
-    if not contiguous(x, dy, dw):
-        return False
-    loop, g, table, used, copy_shape, widened, zero = state
+    loop, g, table, used, copy_shape, widened, zero, threaded = state
+    if (threaded and several_threads()) or not contiguous(x, dy, dw):
+        return False  # (sgemm on every allowed thread: these loops run one)
     copy = scratch(ctx, "columns", copy_shape, x.dtype)
     wide_dy = scratch(ctx, "gathered", widened, dy.dtype)
     m = dw.shape[0]

@@ -23,6 +23,7 @@ from backends.numpy.jit.depthwise import conv as depthwise_conv
 from backends.numpy.jit.small_conv import (conv_small, prepare_small, run_small,
                                            step_with_bias, step_without_bias)
 from backends.numpy.jit.support import contiguous
+from backends.numpy.threads import several_threads, step_threads
 from portable.backend import PreparedKernel
 
 
@@ -41,6 +42,13 @@ def _run_dense(plan, ctx, inputs, outputs, attrs) -> bool:
 def _dense_step(plan, ctx, inputs, outputs, attrs) -> None:
     """A plan step's call of the dense plan (the xp kernel for another layout)."""
     if not _run_dense(plan, ctx, inputs, outputs, attrs):
+        depthwise_conv.fallback(ctx, inputs, outputs, attrs)
+
+
+def _dense_step_or_threads(plan, ctx, inputs, outputs, attrs) -> None:
+    """A plan step's call of a Conv large enough to get every allowed BLAS thread: the xp
+    kernel's sgemm when the run allows several (``threads.several_threads``), else the plan."""
+    if several_threads() or not _run_dense(plan, ctx, inputs, outputs, attrs):
         depthwise_conv.fallback(ctx, inputs, outputs, attrs)
 
 
@@ -97,7 +105,8 @@ class _Tiers(PreparedKernel):
             return state
         if kind == "dense":
             state.warm()  # (compiled, or loaded from disk, while planning)
-            return functools.partial(_dense_step, state)
+            threaded = step_threads("Conv", input_types, output_types, attrs)
+            return functools.partial(_dense_step_or_threads if threaded else _dense_step, state)
         conv_small(*(np.zeros(t.shape, t.dtype) for t in input_types[:2]),
                    state[0], np.zeros(output_types[0].shape, output_types[0].dtype),
                    state[1])  # compiled (or loaded from disk) while planning
