@@ -147,3 +147,41 @@ def test_dense_fused_conv_with_residual_matches_float64(config):
         ctx, [x, w, b, z], [y], attrs)
     want = _conv_reference(x, w, b, z, kernel, strides, dilations, pads, geom.out)
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(want).max()))
+
+
+@needs_numba
+def test_a_fused_conv_given_every_blas_thread_runs_sgemm_while_the_run_allows_several(
+        monkeypatch):
+    """The stacked loop runs one thread: a FusedConv step that earns every allowed BLAS thread
+    runs the composed kernel (the xp Conv's sgemm on them, then the epilogue: the xp answer,
+    bit for bit) while BLAS runs several, and the loop at one thread."""
+    from backends.numpy import threads
+    from backends.numpy.jit import dense_conv
+    from backends.xp.kernels import kernels as xp_kernels
+
+    conv = dict(kernel_shape=[3, 3], strides=[1, 1], dilations=[1, 1], pads=[1, 1, 1, 1])
+    attrs = _attrs("portable.FusedConv", activation="Relu", activation_attrs=json.dumps({}),
+                   **conv)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 256, 28, 28)).astype(np.float32)
+    w = rng.standard_normal((256, 256, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(256).astype(np.float32)
+    shape = (1, 256, 28, 28)
+    types, out_types = array_types([x, w, b]), array_types([np.empty(shape, np.float32)])
+    assert threads.step_threads("portable.FusedConv", types, out_types, attrs)
+    assert dense_conv.DensePlan.stacks(types[:2], out_types, _attrs("Conv", **conv))
+    backend = pt.cpu().backend
+    ctx = KernelContext(xp=np, rng=np.random.default_rng(0), backend=backend)
+    step = bound_kernel(jit.kernels["portable.FusedConv"], backend, types, out_types, attrs)
+    want = np.empty(shape, np.float32)  # (the xp Conv, bias included, then Relu)
+    xp_kernels["Conv"](ctx, [x, w, b], [want], _attrs("Conv", **conv))
+    np.maximum(want, 0, out=want)
+    for count in (2, 1):
+        monkeypatch.setattr(threads.blas_threads, "current", count)
+        y = np.full(shape, np.nan, np.float32)
+        step(ctx, [x, w, b], [y], attrs)
+        if count > 1:
+            np.testing.assert_array_equal(y, want)
+        else:  # (the loop sums in another order)
+            assert not np.array_equal(y, want)
+            np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-3)

@@ -49,6 +49,7 @@ import portable
 
 from backends.numpy.jit import dense_conv, depthwise, pointwise, small_conv
 from backends.numpy.jit.support import JIT, contiguous, floats, read_only
+from backends.numpy.threads import several_threads, step_threads
 from backends.xp.kernels.fused import fused_conv as composed
 from portable.backend import PreparedKernel, bound_kernel
 from portable.ops.fused import activation_parts, split_attrs
@@ -108,7 +109,8 @@ def _plan(backend, input_types, output_types, attrs):
     """``(kind, state)``: ``("depthwise", depthwise plan)``, ``("pointwise", (zeros, low,
     high, residual, bound composed kernel, kept views, pointwise.TransposedWeights or
     None))``, ``("dense", (DensePlan, zeros, low, high, residual, bound composed kernel,
-    kept views))``, ``("small", (geometry, zeros, low, high, residual, biased))``,
+    kept views, whether several BLAS threads take it))``, ``("small", (geometry, zeros,
+    low, high, residual, biased))``,
     ``("epilogue", (bound Conv, zeros, low, high, residual))`` or
     ``("composed", bound composed kernel)``. The composed kernel is bound only for the
     kinds that run it, and nothing is bound without a ``backend`` (``held_bytes``)."""
@@ -143,7 +145,12 @@ def _plan(backend, input_types, output_types, attrs):
                           if pointwise.applies(c, m, plan.product[2]) else None)
             return "pointwise", (zeros, low, high, residual, fallback(), [None] * 9,
                                  transposed)
-        return "dense", (plan, zeros, low, high, residual, fallback(), [None, None, None, None])
+        # (its loops run one thread: a step that earns every allowed BLAS thread runs the
+        # composed kernel's sgemm on them while the run allows several)
+        threaded = plan.layout in ("stacked", "rows") and step_threads(
+            "portable.FusedConv", input_types, output_types, attrs)
+        return "dense", (plan, zeros, low, high, residual, fallback(), [None, None, None, None],
+                         threaded)
     small = small_conv.prepare_small(conv_types, output_types, own)
     if small is not None and (activation or residual):  # (else: a plain Conv, composed)
         zeros = np.zeros_like(zeros)
@@ -212,7 +219,10 @@ def _dense(state, ctx, inputs, outputs, attrs) -> None:
     """The compiled dense Conv (``dense_conv.DensePlan``), then the epilogue. The epilogue's
     flat views of Y and Z are kept while a plan hands the same arrays again (as the plan's
     own views are), which saves about a microsecond a call."""
-    plan, zeros, low, high, residual, fallback, views = state
+    plan, zeros, low, high, residual, fallback, views, threaded = state
+    if threaded and several_threads():
+        fallback(ctx, inputs, outputs, attrs)
+        return
     x, w, y = inputs[0], inputs[1], outputs[0]
     z = inputs[3] if residual else None
     if views[0] is not y or views[1] is not z:

@@ -39,24 +39,21 @@ def _run_dense(plan, ctx, inputs, outputs, attrs) -> bool:
     return True
 
 
-def _dense_step(plan, ctx, inputs, outputs, attrs) -> None:
-    """A plan step's call of the dense plan (the xp kernel for another layout)."""
-    if not _run_dense(plan, ctx, inputs, outputs, attrs):
-        depthwise_conv.fallback(ctx, inputs, outputs, attrs)
-
-
-def _dense_step_or_threads(plan, ctx, inputs, outputs, attrs) -> None:
-    """A plan step's call of a Conv large enough to get every allowed BLAS thread: the xp
-    kernel's sgemm when the run allows several (``threads.several_threads``), else the plan."""
-    if several_threads() or not _run_dense(plan, ctx, inputs, outputs, attrs):
+def _dense_step(state, ctx, inputs, outputs, attrs) -> None:
+    """A plan step's call of the dense plan; the xp kernel for another layout, and for a
+    Conv large enough to get every allowed BLAS thread while the run allows several
+    (``threads.several_threads``: its sgemm uses them, the plan's loops one)."""
+    plan, threaded = state
+    if (threaded and several_threads()) or not _run_dense(plan, ctx, inputs, outputs, attrs):
         depthwise_conv.fallback(ctx, inputs, outputs, attrs)
 
 
 def _choose(input_types, output_types, attrs):
-    """("dense", DensePlan), ("small", the small loop's state) or None (the other tiers)."""
+    """("dense", (DensePlan, whether the step earns every allowed BLAS thread)), ("small",
+    the small loop's state) or None (the other tiers)."""
     plan = dense_conv.DensePlan.for_plain_conv(input_types, output_types, attrs)
     if plan is not None:
-        return "dense", plan
+        return "dense", (plan, step_threads("Conv", input_types, output_types, attrs))
     small = prepare_small(input_types, output_types, attrs)
     return None if small is None else ("small", small)
 
@@ -76,7 +73,7 @@ def held_bytes(input_types, output_types, attrs) -> int:
     """Bytes the chosen tier keeps for the plan's life (the planner's ``held`` rule): the
     stacked loop's reordered weight."""
     chosen = _choose(input_types, output_types, attrs)
-    return chosen[1].held_bytes if chosen is not None and chosen[0] == "dense" else 0
+    return chosen[1][0].held_bytes if chosen is not None and chosen[0] == "dense" else 0
 
 
 class _Tiers(PreparedKernel):
@@ -104,9 +101,8 @@ class _Tiers(PreparedKernel):
         if kind == "other":
             return state
         if kind == "dense":
-            state.warm()  # (compiled, or loaded from disk, while planning)
-            threaded = step_threads("Conv", input_types, output_types, attrs)
-            return functools.partial(_dense_step_or_threads if threaded else _dense_step, state)
+            state[0].warm()  # (compiled, or loaded from disk, while planning)
+            return functools.partial(_dense_step, state)
         conv_small(*(np.zeros(t.shape, t.dtype) for t in input_types[:2]),
                    state[0], np.zeros(output_types[0].shape, output_types[0].dtype),
                    state[1])  # compiled (or loaded from disk) while planning
@@ -119,7 +115,9 @@ class _Tiers(PreparedKernel):
     def compiled_prepare(input_types, output_types, attrs):
         chosen = _choose(input_types, output_types, attrs)
         if chosen is not None:
-            return (chosen[1], None, None) if chosen[0] == "small" else (None, chosen[1], None)
+            if chosen[0] == "small":
+                return chosen[1], None, None
+            return None, chosen[1][0], None
         other = depthwise_conv.compiled_prepare(input_types, output_types, attrs)
         return None if other is None else (None, None, other)
 
