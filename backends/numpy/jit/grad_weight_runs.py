@@ -32,6 +32,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from backends.numpy.jit.stacked_conv import store4
 from backends.numpy.jit.support import JIT
 
 _PRODUCT_JIT = dict(JIT, fastmath={"reassoc", "contract"})
@@ -302,19 +303,9 @@ def batch_run_tiles(wide_dy, rows, starts, dw, zero):
                 if kn > 3:
                     dw[m0, k0 + 3] = s03
                 if mn > 1:
-                    _store4(dw[m0 + 1], k0, kn, s10, s11, s12, s13)
+                    store4(dw[m0 + 1], k0, kn, s10, s11, s12, s13)
                 if mn > 2:
-                    _store4(dw[m0 + 2], k0, kn, s20, s21, s22, s23)
+                    store4(dw[m0 + 2], k0, kn, s20, s21, s22, s23)
                 if mn > 3:
-                    _store4(dw[m0 + 3], k0, kn, s30, s31, s32, s33)
+                    store4(dw[m0 + 3], k0, kn, s30, s31, s32, s33)
 
-
-@numba.njit(inline="always", **JIT)
-def _store4(row, k0, kn, s0, s1, s2, s3):
-    row[k0] = s0
-    if kn > 1:
-        row[k0 + 1] = s1
-    if kn > 2:
-        row[k0 + 2] = s2
-    if kn > 3:
-        row[k0 + 3] = s3

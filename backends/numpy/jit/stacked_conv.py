@@ -164,17 +164,18 @@ def window_products(t, packed, out, sw, ow, zero):
                 s31 += a3 * v1
                 s32 += a3 * v2
                 s33 += a3 * v3
-            _store(out[m0], p0, pn, s00, s01, s02, s03)
+            store4(out[m0], p0, pn, s00, s01, s02, s03)
             if mn > 1:
-                _store(out[m0 + 1], p0, pn, s10, s11, s12, s13)
+                store4(out[m0 + 1], p0, pn, s10, s11, s12, s13)
             if mn > 2:
-                _store(out[m0 + 2], p0, pn, s20, s21, s22, s23)
+                store4(out[m0 + 2], p0, pn, s20, s21, s22, s23)
             if mn > 3:
-                _store(out[m0 + 3], p0, pn, s30, s31, s32, s33)
+                store4(out[m0 + 3], p0, pn, s30, s31, s32, s33)
 
 
 @numba.njit(inline="always", **JIT)
-def _store(row, p0, pn, s0, s1, s2, s3):
+def store4(row, p0, pn, s0, s1, s2, s3):
+    """row[p0 : p0 + pn] = the first pn sums of a 4x4 tile's row (a last short block)."""
     row[p0] = s0
     if pn > 1:
         row[p0 + 1] = s1
