@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from portable import random
 from portable.data.data_iter import DataBatch, DataDesc, DataIter
 from portable.data.file_iterators import CSVIter, MNISTIter
 from portable.errors import PortableError
@@ -75,7 +76,10 @@ class NDArrayIter(DataIter):
         data: an array, a list of arrays (named ``_0_data``, ``_1_data``...) or a dict.
         label: the same for labels (default name ``softmax_label``), or None.
         batch_size: examples per batch.
-        shuffle: shuffle (with NumPy's global generator, as MXNet) at every reset.
+        shuffle: shuffle at every reset, with the iterator's own generator seeded from
+            ``portable.random`` when it is made: ``portable.random.seed`` makes the order
+            reproducible (MXNet draws it from NumPy's global generator, which its
+            ``mx.random.seed`` leaves alone, so the same script shuffled differently each run).
         last_batch_handle: ``'pad'`` (fill the last batch from the start, ``pad`` says how
             many), ``'discard'`` (drop it) or ``'roll_over'`` (carry it into the next epoch).
         data_name, label_name: the default names.
@@ -108,6 +112,9 @@ class NDArrayIter(DataIter):
                                     f"hold {self.num_data} examples along axis {axis}")
         self.idx = np.arange(self.num_data)
         self.shuffle = shuffle
+        # drawn only when shuffling, so a plain iterator leaves the global stream alone
+        self._rng = (np.random.default_rng(int(random.generator().integers(2 ** 63)))
+                     if shuffle else None)
         self.last_batch_handle = last_batch_handle
         self.batch_size = int(batch_size)
         self.cursor = -self.batch_size
@@ -230,7 +237,7 @@ class NDArrayIter(DataIter):
     def _shuffle_data(self) -> None:
         # MXNet shuffles the index in place and reorders the (already shuffled) sources by
         # it; reordered sources become float32, as MXNet's ``array(v.asnumpy()[idx])`` does.
-        np.random.shuffle(self.idx)
+        self._rng.shuffle(self.idx)
         self.data = [(k, v[self.idx].astype(np.float32)) for k, v in self.data]
         self.label = [(k, v[self.idx].astype(np.float32)) for k, v in self.label]
 
