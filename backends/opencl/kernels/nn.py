@@ -195,8 +195,13 @@ class _RowMoments:
         view = x.reshape(rows, width)
         view = view if view.dtype == dtype else view.astype(dtype)
         self.rows, self.count = rows, width
-        self.mean = reduce(view, (1,), "mean", keepdims=True)
-        self.centered = apply("Sub", view, self.mean)
+        mean = reduce(view, (1,), "mean", keepdims=True)
+        centered = apply("Sub", view, mean)
+        # the centred values' own mean is the first mean's rounding error (rows far from
+        # zero against their spread), taken off them as the CPU kernels do
+        drift = reduce(centered, (1,), "mean", keepdims=True)
+        self.mean = apply("Add", mean, drift)
+        self.centered = apply("Sub", centered, drift)
         self.var = reduce(self.centered, (1,), "meansq", keepdims=True)
         self.inv_std = apply("InvStd", self.var, params=[attrs["epsilon"]])
 
