@@ -5,8 +5,14 @@
 local decode-and-sum in rank order, so that every rank computes the same sum. The two-level
 reducer of the hierarchical store (:mod:`portable.kvstore.hierarchical`) uses it across nodes.
 
+A reducer's ``start`` begins a bucket's sum and returns what to ``Wait()`` on: a non-blocking
+collective (``Iallreduce``), so that the collective queue keeps several buckets in flight at
+once (:mod:`portable.kvstore.runs`), or :data:`DONE` where the sum is made at once (the
+compressed path).
+
 Example (under mpiexec):
     >>> FlatReducer(comm).allreduce(buffer, pieces=[])   # doctest: +SKIP
+    >>> FlatReducer(comm).start(buffer, pieces=[]).Wait()   # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -27,6 +33,16 @@ class Piece(NamedTuple):
     start: int         # first element of the tensor in the bucket
     offset: int        # where those elements lie in the bucket
     size: int          # how many there are
+
+
+class _Done:
+    """A sum that was finished when it was started (the ``Wait()`` of a blocking path)."""
+
+    def Wait(self) -> None:  # noqa: N802 - the name of MPI's request method
+        return None
+
+
+DONE = _Done()
 
 
 class FlatReducer:
@@ -58,6 +74,15 @@ class FlatReducer:
         else:
             self.comm.Allreduce(self.MPI.IN_PLACE, buffer, op=self.MPI.SUM)
             self.traffic.add(buffer.nbytes, buffer.nbytes)
+
+    def start(self, buffer: np.ndarray, pieces: list[Piece]) -> Any:
+        """Begin summing ``buffer`` over the ranks, in place; ``Wait()`` on the result before
+        reading or reusing it (every rank starts the same buckets in the same order)."""
+        if self.compressor is not None and buffer.dtype == np.float32:
+            self.allreduce(buffer, pieces)
+            return DONE
+        self.traffic.add(buffer.nbytes, buffer.nbytes)
+        return self.comm.Iallreduce(self.MPI.IN_PLACE, buffer, op=self.MPI.SUM)
 
     def broadcast(self, buffer: np.ndarray, root: int) -> None:
         self.comm.Bcast(buffer, root=root)

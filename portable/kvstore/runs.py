@@ -1,7 +1,15 @@
 """How the collective queue reduces a run of agreed allreduce keys: plan the run into buckets
 (cached: training agrees on the same runs at every step), fill each bucket (a slice of a range
-of keys lying back to back, in place, or small tensors packed), reduce it, copy it back, and
-complete each request as soon as its last bucket is done.
+of keys lying back to back, in place, or small tensors packed), start its sum, and, as each
+sum lands, copy it back and complete each request whose last bucket it was.
+
+Several buckets are in flight at once (``IN_FLIGHT``; the reducer's non-blocking collectives,
+:mod:`portable.kvstore.reducers`): their collectives progress together, so a rank that reaches
+one late holds up only that one. Blocking on each bucket in turn cost a wait for the slowest
+rank per bucket: at 16 ranks on 2 cores, where each rank waits for the others to be scheduled,
+that was most of the step. Which buckets are in flight is a function of the plan alone, so
+every rank starts and finishes them in the same order (a two-level reducer makes further
+collective calls as a bucket lands).
 
 Example (inside the queue's round):
     >>> runs = RunReducer(keys, reducer, 2 << 20, 128 << 10, complete, stats)  # doctest: +SKIP
@@ -9,15 +17,30 @@ Example (inside the queue's round):
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections import deque
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from portable.kvstore.fusion import FusionBuffers, plan_buckets
+from portable.kvstore.fusion import Bucket, FusionBuffers, plan_buckets
 from portable.kvstore.negotiation import slot_ranges
 from portable.kvstore.reducers import Piece
 from portable.kvstore.requests import Request, joined_view
 from portable.kvstore.slots import KeyEntry, Slot, SlotRange
+
+# Buckets whose sums are in flight at once, and the packing buffers they may hold (bytes; a
+# packed bucket is always allowed one): in-place buckets cost no memory of their own.
+IN_FLIGHT = 8
+STAGING_BYTES = 16 << 20
+
+
+class _Flight(NamedTuple):
+    """A bucket whose sum was started."""
+
+    bucket: Bucket
+    buffer: np.ndarray      # what is summed: the tensor's own memory, a packing buffer, zeros
+    handle: Any             # what to Wait() on
+    staging: Any            # the packing buffer to hand back once landed (None: in place)
 
 
 class RunReducer:
@@ -41,8 +64,8 @@ class RunReducer:
         self.fuse_bytes = fuse_bytes
         self._done = complete
         self._stats = stats
-        self._buffers = FusionBuffers()
-        self.scratch = FusionBuffers()  # zeros a rank stands in with
+        self._staging: list[np.ndarray] = []  # free packing buffers (bytes)
+        self.scratch = FusionBuffers()  # what a rank broadcasts from when it stands in
         self._plans: dict[tuple[SlotRange, ...], list] = {}
 
     def plan(self, ranges: tuple[SlotRange, ...]) -> list:
@@ -80,7 +103,6 @@ class RunReducer:
         if not slots:
             return
         compressing = self.reducer.compressor is not None
-        allreduce = self.reducer.allreduce
         joining = not compressing and self.bucket_bytes > 0  # (bucket 0: a call per tensor)
         ranges = (slot_ranges(slots, touching) if joining
                   else tuple(SlotRange(slot) for slot in slots))
@@ -88,47 +110,74 @@ class RunReducer:
         # this rank's data of each range, by its place in ``ranges``: a segment's ``slot``
         hosts = [self._host(slot_range, heads) for slot_range in ranges]
         reduced: list[Request] = []
+        flights: deque[_Flight] = deque()
+        staged = 0  # packing bytes in flight
         for bucket in plan:
-            segments = bucket.segments
-            if bucket.in_place:
-                seg = segments[0]
-                host = hosts[seg.slot]
-                if host is not None:
-                    buffer = host[seg.start:seg.stop]
-                else:
-                    buffer = self.scratch.get(bucket.dtype, bucket.numel)
-                    buffer[:] = 0
-            else:
-                buffer = self._buffers.get(bucket.dtype, bucket.numel)
-                for seg in segments:
-                    host = hosts[seg.slot]
-                    target = buffer[seg.offset:seg.offset + seg.stop - seg.start]
-                    if host is not None:
-                        target[:] = host[seg.start:seg.stop]
-                    else:
-                        target[:] = 0
-            allreduce(buffer, self._pieces(segments, ranges, heads) if compressing else [])
-            if not bucket.in_place:
-                for seg in segments:
-                    host = hosts[seg.slot]
-                    if host is not None:
-                        host[seg.start:seg.stop] = buffer[seg.offset:seg.offset + seg.stop
-                                                          - seg.start]
-            urgent = False
-            for place in bucket.finishes:
-                for slot in ranges[place].slots:
-                    head = heads.get(slot)
-                    if head is not None:
-                        reduced.append(head)
-                        # the last request of its engine op: complete it now, so the first
-                        # layers wait for no later ones (a group's members complete together)
-                        urgent = urgent or head.then.count == 1
-            if urgent:
-                self._done(reduced)
-                reduced = []
+            packed = not bucket.in_place
+            while flights and (len(flights) >= IN_FLIGHT or (
+                    packed and staged + bucket.nbytes > STAGING_BYTES)):
+                staged -= self._land(flights.popleft(), hosts, ranges, heads, reduced)
+            buffer, staging = self._fill(bucket, hosts)
+            pieces = self._pieces(bucket.segments, ranges, heads) if compressing else []
+            flights.append(_Flight(bucket, buffer, self.reducer.start(buffer, pieces), staging))
+            staged += bucket.nbytes if packed else 0
+        while flights:
+            self._land(flights.popleft(), hosts, ranges, heads, reduced)
         self._done(reduced)
         self._stats["buckets"] += len(plan)
         self._stats["bytes"] += sum(bucket.nbytes for bucket in plan)
+
+    def _fill(self, bucket: Bucket, hosts: list) -> tuple[np.ndarray, Any]:
+        """What to sum for ``bucket``, and the packing buffer it took (None: in place)."""
+        segments = bucket.segments
+        if bucket.in_place:
+            seg = segments[0]
+            host = hosts[seg.slot]
+            if host is None:  # (a rank standing in: its zeros are summed, the sum dropped)
+                return np.zeros(bucket.numel, bucket.dtype), None
+            return host[seg.start:seg.stop], None
+        staging = self._take_staging(bucket.nbytes)
+        buffer = staging[:bucket.nbytes].view(bucket.dtype)
+        for seg in segments:
+            host = hosts[seg.slot]
+            target = buffer[seg.offset:seg.offset + seg.size]
+            if host is not None:
+                target[:] = host[seg.start:seg.stop]
+            else:
+                target[:] = 0
+        return buffer, staging
+
+    def _take_staging(self, nbytes: int) -> np.ndarray:
+        for i, free in enumerate(self._staging):
+            if free.nbytes >= nbytes:
+                return self._staging.pop(i)
+        return np.empty(max(nbytes, int(self.bucket_bytes)), np.uint8)
+
+    def _land(self, flight: _Flight, hosts: list, ranges: tuple[SlotRange, ...],
+              heads: dict[Slot, Request], reduced: list[Request]) -> int:
+        """Wait for a bucket's sum, copy it back, and complete the requests it finished.
+        Returns the packing bytes it gave back."""
+        bucket, buffer = flight.bucket, flight.buffer
+        flight.handle.Wait()
+        if flight.staging is not None:
+            for seg in bucket.segments:
+                host = hosts[seg.slot]
+                if host is not None:
+                    host[seg.start:seg.stop] = buffer[seg.offset:seg.offset + seg.size]
+            self._staging.append(flight.staging)
+        urgent = False
+        for place in bucket.finishes:
+            for slot in ranges[place].slots:
+                head = heads.get(slot)
+                if head is not None:
+                    reduced.append(head)
+                    # the last request of its engine op: complete it now, so the first
+                    # layers wait for no later ones (a group's members complete together)
+                    urgent = urgent or head.then.count == 1
+        if urgent:
+            self._done(list(reduced))
+            reduced.clear()
+        return 0 if flight.staging is None else bucket.nbytes
 
     def _pieces(self, segments: list, ranges: tuple[SlotRange, ...],
                 heads: dict[Slot, Request]) -> list[Piece]:
