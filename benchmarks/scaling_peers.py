@@ -176,10 +176,17 @@ class Breakdown:
              ("portable.kvstore.collective", "CollectiveQueue", "_complete",
               "round.process.complete"),
              ("portable.kvstore.runs", "RunReducer", "reduce", "round.process.reduce"),
-             ("portable.kvstore.reducers", "FlatReducer", "allreduce",
-              "round.process.reduce.mpi"),
+             ("portable.kvstore.reducers", "FlatReducer", "start",
+              "round.process.reduce.start"),
+             ("portable.kvstore.hierarchical", "TwoLevelReducer", "start",
+              "round.process.reduce.start"),
+             ("portable.kvstore.runs", "RunReducer", "_land", "round.process.reduce.land"),
+             ("portable.kvstore.reducers", "FlatReducer", "allreduce", "round.blocking_mpi"),
              ("portable.kvstore.hierarchical", "TwoLevelReducer", "allreduce",
-              "round.process.reduce.mpi"))
+              "round.blocking_mpi"))
+    # every rank reports every part (a part one rank never entered is a zero), so that the
+    # ranks sum arrays of one length
+    LABELS = tuple(sorted({label for *_, label in PARTS} | {"push"}))
 
     def __init__(self) -> None:
         import importlib

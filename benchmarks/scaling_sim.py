@@ -268,7 +268,7 @@ def worker(args: argparse.Namespace) -> None:
         cpu_ms[block] = float(total[0]) / per_rank_step * 1e3
     breakdown_ms = {}
     if breakdown is not None:
-        labels = sorted({part for b in parts.values() for part in b} | {"push"})
+        labels = peers_mod.Breakdown.LABELS
         for block in (b for b in blocks if b[0] in stores):
             got = parts.get(block, {})
             arr = np.array([got.get(part, [0.0, 0]) for part in labels], np.float64)

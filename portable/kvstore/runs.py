@@ -8,8 +8,8 @@ Several buckets are in flight at once (``IN_FLIGHT``; the reducer's non-blocking
 one late holds up only that one. Blocking on each bucket in turn cost a wait for the slowest
 rank per bucket: at 16 ranks on 2 cores, where each rank waits for the others to be scheduled,
 that was most of the step. Which buckets are in flight is a function of the plan alone, so
-every rank starts and finishes them in the same order (a two-level reducer makes further
-collective calls as a bucket lands).
+every rank starts and finishes them in the same order. (A reducer whose sums are made at once,
+the two-level and compressed ones, has one in flight: its ``start`` returns a finished sum.)
 
 Example (inside the queue's round):
     >>> runs = RunReducer(keys, reducer, 2 << 20, 128 << 10, complete, stats)  # doctest: +SKIP
