@@ -238,3 +238,15 @@ def test_a_gradient_given_every_blas_thread_leaves_it_to_sgemm(op, monkeypatch):
     for count, taken in ((2, False), (1, True)):
         monkeypatch.setattr(threads.blas_threads, "current", count)
         assert kernel.compiled_run(state, ctx, inputs, [output], attrs) is taken, count
+
+
+def test_dw_loop_leaves_small_planes_with_many_weights_to_sgemm():
+    """The whole-batch loop takes small planes only while dW is small (LeNet's 50 x 20 x 5 x 5
+    on 8x8); ResNet-18's 256 x 256 x 3 x 3 on 8x8 and 512 x 512 x 3 x 3 on 4x4 go to the xp
+    kernel's sgemm, which was faster there; large planes take the per-image loop whatever
+    the weights."""
+    assert conv_grads.dw_loop(8 * 8, 50 * 20 * 5 * 5) == "batch"
+    assert conv_grads.dw_loop(8 * 8, 256 * 256 * 3 * 3) is None
+    assert conv_grads.dw_loop(4 * 4, 512 * 512 * 3 * 3) is None
+    assert conv_grads.dw_loop(32 * 32, 64 * 64 * 3 * 3) == "image"
+    assert conv_grads.dw_loop(2, 10) is None

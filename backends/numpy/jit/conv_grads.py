@@ -172,17 +172,25 @@ def _dense_transpose(state, ctx, inputs, outputs, attrs) -> bool:
 #   8x8 (128 -> 256, 3x3, 2)         11.8         26           10.6-12
 #   4x4 (512 -> 512, 3x3)            22          148           18
 #   8x8 (128 -> 256, 1x1, 2)         1.61       2.15           1.35
+# With the machine's own sgemm kernel (AVX-512 on an EPYC, 2026-12-03, quiet, 5 rounds), the
+# whole-batch loop still wins where dW is small (LeNet's 8x8: 4.6 against 6.7 ms; 128 -> 256
+# 1x1 on 8x8: 2.7 against 3.0) and loses where it is large and sgemm's GEMM is too (256 -> 256
+# 3x3 on 8x8: 42 against 33; 512 -> 512 3x3 on 4x4: 40 against 32; 256 -> 512 1x1 on 4x4:
+# 2.1 against 2.0): above DW_BATCH_MAX_WEIGHTS weights sgemm keeps the small planes.
 DW_POSITIONS = 256
+DW_BATCH_MAX_WEIGHTS = 64 << 10
 # Below this many output positions per image neither loop was measured: sgemm keeps them.
 DW_MIN_POSITIONS = 4
 
 
-def dw_loop(positions: int) -> str | None:
-    """The dW loop for ``positions`` output positions per image: "image", "batch" or None
-    (the xp kernel)."""
+def dw_loop(positions: int, weights: int) -> str | None:
+    """The dW loop for ``positions`` output positions per image and a dW of ``weights``
+    elements: "image", "batch" or None (the xp kernel)."""
     if positions >= DW_POSITIONS:
         return "image"
-    return "batch" if positions >= DW_MIN_POSITIONS else None
+    if positions < DW_MIN_POSITIONS or weights > DW_BATCH_MAX_WEIGHTS:
+        return None
+    return "batch"
 
 
 def _prepare_grad_weight(input_types, output_types, attrs):
@@ -197,7 +205,7 @@ def _prepare_grad_weight(input_types, output_types, attrs):
         return None
     strides, dilations, head, tail, _ = window_attrs(attrs, kernel_shape)
     out = tuple(dy.shape[2:])
-    loop = dw_loop(math.prod(out))
+    loop = dw_loop(math.prod(out), math.prod(dw.shape))
     if loop is None:
         return None
     g = window_tuple(Geometry(kernel_shape, strides, dilations, head, tail, out))
