@@ -22,6 +22,15 @@ def generator() -> np.random.Generator:
     return _generator
 
 
+def child(seed: int | None = None) -> np.random.Generator:
+    """A generator of its own (a sampler's, an iterator's, a transform's): seeded with
+    ``seed``, else with a draw from the process-wide generator, so that :func:`seed` makes it
+    reproducible too."""
+    if seed is None:
+        seed = int(_generator.integers(2 ** 63))
+    return np.random.default_rng(seed)
+
+
 def get_state() -> dict:
     """The generator state as JSON-serialisable data (for checkpoints)."""
     return _generator.bit_generator.state

@@ -113,8 +113,7 @@ class NDArrayIter(DataIter):
         self.idx = np.arange(self.num_data)
         self.shuffle = shuffle
         # drawn only when shuffling, so a plain iterator leaves the global stream alone
-        self._rng = (np.random.default_rng(int(random.generator().integers(2 ** 63)))
-                     if shuffle else None)
+        self._rng = random.child() if shuffle else None
         self.last_batch_handle = last_batch_handle
         self.batch_size = int(batch_size)
         self.cursor = -self.batch_size

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-import numpy as np
-
 from portable import random
 from portable.errors import PortableError
 
@@ -68,9 +66,7 @@ class RandomSampler(Sampler):
 
     def __init__(self, length: int, seed: int | None = None) -> None:
         self._length = int(length)
-        if seed is None:
-            seed = int(random.generator().integers(2 ** 63))
-        self._rng = np.random.default_rng(seed)
+        self._rng = random.child(seed)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._rng.permutation(self._length).tolist())

@@ -43,12 +43,6 @@ def _hwc(image: Any, name: str) -> np.ndarray:
     return image
 
 
-def _generator(seed: int | None) -> np.random.Generator:
-    if seed is None:
-        seed = int(random.generator().integers(2 ** 63))
-    return np.random.default_rng(seed)
-
-
 class Compose:
     """Apply transforms in order."""
 
@@ -105,7 +99,7 @@ class RandomCrop:
         width, height = (size, size) if isinstance(size, int) else tuple(size)
         self.size = (int(height), int(width))
         self.pad, self.pad_value = int(pad or 0), pad_value
-        self._rng = _generator(seed)
+        self._rng = random.child(seed)
 
     def __call__(self, image: np.ndarray) -> np.ndarray:
         image = _hwc(image, "RandomCrop")
@@ -126,7 +120,7 @@ class RandomFlipLeftRight:
 
     def __init__(self, p: float = 0.5, seed: int | None = None) -> None:
         self.p = float(p)
-        self._rng = _generator(seed)
+        self._rng = random.child(seed)
 
     def __call__(self, image: np.ndarray) -> np.ndarray:
         image = _hwc(image, "RandomFlipLeftRight")
@@ -221,7 +215,7 @@ class RandomResizedCrop:
                  seed: int | None = None) -> None:
         self.height, self.width = _size(size)
         self.scale, self.ratio = scale, ratio
-        self._rng = _generator(seed)
+        self._rng = random.child(seed)
 
     def __call__(self, image: Any) -> Any:
         image = _hwc(image, "RandomResizedCrop")
@@ -245,7 +239,7 @@ class RandomFlipTopBottom:
     """Mirror an HWC image vertically with probability 0.5."""
 
     def __init__(self, seed: int | None = None) -> None:
-        self._rng = _generator(seed)
+        self._rng = random.child(seed)
 
     def __call__(self, image: Any) -> Any:
         image = _hwc(image, "RandomFlipTopBottom")
