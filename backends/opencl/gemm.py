@@ -8,7 +8,10 @@ Stages:
 2. Multiply: one work-item per MR x NR tile of C keeps the tile in registers (NR / VW vectors
    per row: register blocking) and walks K with a load of each A element and each B vector
    per step (A broadcast element by element, B as aligned vectors).
-3. Store: alpha * tile (+ beta * C) with vector stores inside C, element stores at its edges.
+3. Store: alpha * tile (+ beta * C), then an optional epilogue (:class:`Epilogue`: a value
+   per row, a residual tensor, a clamp), with vector stores inside C, element stores at its
+   edges. A Conv's bias, its residual and its Relu or Clip are thus added while the tile is in
+   registers, instead of a pass over the output each.
 
 MR x NR is 6 x 16 for 4-byte types on CPUs (12 vector accumulators stay in AVX2's 16
 registers), 6 x 8 for 8-byte ones, and 4 x VW on GPUs.
@@ -20,7 +23,7 @@ again while its buffer was not written (inference weights) are reused
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -39,6 +42,28 @@ def tile_shape(runtime: Any, dtype: Any = np.float32) -> tuple[int, int, int]:
     if runtime.device.is_cpu:
         return 6, 2 * width, width
     return 4, width, width
+
+
+class Epilogue(NamedTuple):
+    """What the store adds to each tile of C, in this order: ``bias``, a value per row of C
+    broadcast along its columns (a Conv's bias per output channel; its shape broadcasts to C's
+    batch axes followed by M), ``residual``, a tensor of C's shape, then a clamp to
+    [``low``, ``high``] (Relu: low 0; Clip) that keeps NaN, as the elementwise Relu and Clip
+    do. None leaves a part out."""
+
+    bias: CLArray | None = None
+    residual: CLArray | None = None
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def flags(self) -> tuple[bool, bool, bool, bool]:
+        """Which parts the kernel is compiled with (each set of parts is its own program)."""
+        return (self.bias is not None, self.residual is not None, self.low is not None,
+                self.high is not None)
+
+
+NO_EPILOGUE = Epilogue()
 
 
 def _pack_source(dtype: np.dtype) -> str:
@@ -67,7 +92,28 @@ __kernel void pack(const int rows, const int K, const int panels, const int batc
 """
 
 
-def _gemm_source(dtype: np.dtype, mr: int, nr: int, vw: int) -> str:
+def _epilogue_code(flags: tuple[bool, bool, bool, bool], vector: str | None = None,
+                   width: int = 1) -> str:
+    """The statements that finish ``value`` (of type ``vector``, ``width`` elements; a scalar
+    when None) at row ``row`` of C and residual element ``z_at``: the parts of
+    :class:`Epilogue` in ``flags``."""
+    has_bias, has_residual, has_low, has_high = flags
+    lines = []
+    if has_bias:
+        lines.append(f"value += {f'({vector})' if vector else ''}(bias[bso + row * bias_rs]);")
+    if has_residual:
+        lines.append(f"value += vload{width}(0, Z + z_at);" if vector else
+                     "value += Z[z_at];")
+    for on, name, compare in ((has_low, "low", "<"), (has_high, "high", ">")):
+        if on:  # (a comparison with NaN is false: NaN stays, as in the elementwise kernels)
+            lines.append(f"value = select(value, ({vector})({name}), value {compare} "
+                         f"({vector})({name}));" if vector else
+                         f"value = value {compare} {name} ? {name} : value;")
+    return " ".join(lines)
+
+
+def _gemm_source(dtype: np.dtype, mr: int, nr: int, vw: int,
+                 flags: tuple[bool, bool, bool, bool] = NO_EPILOGUE.flags) -> str:
     c = ctype(dtype)
     t, tv, nv = c.compute, f"{c.compute}{vw}", nr // vw
     acc = ", ".join(f"c{r}_{v} = 0" for r in range(mr) for v in range(nv))
@@ -87,25 +133,39 @@ def _gemm_source(dtype: np.dtype, mr: int, nr: int, vw: int) -> str:
     decode = " ".join(
         f"if (brank > {d}) {{ const int q = t / bshape.s{d}; const int c = t - q * bshape.s{d}; "
         f"co += c * c_bst.s{d}; ao += (size_t)c * a_bst.s{d}; bo += (size_t)c * b_bst.s{d}; "
-        f"t = q; }}"
+        f"bso += c * bias_bst.s{d}; zo += c * z_bst.s{d}; t = q; }}"
         for d in reversed(range(MAX_RANK)))
+    vector_epilogue = _epilogue_code(flags, tv, vw)
+    scalar_epilogue = _epilogue_code(flags)
+    vector_ok = "c_cs == 1" + (" && z_cs == 1" if flags[1] else "")
     return f"""
 inline void store_tile(__global {t}* C, const int co, const int c_rs, const int c_cs,
                        const int row0, const int col0, const int M, const int N,
-                       const {t}* tile, const {t} beta) {{
+                       const {t}* tile, const {t} beta,
+                       __global const {t}* bias, const int bso, const int bias_rs,
+                       __global const {t}* Z, const int zo, const int z_rs, const int z_cs,
+                       const {t} low, const {t} high) {{
   for (int r = 0; r < {mr} && row0 + r < M; ++r) {{
-    const int base = co + (row0 + r) * c_rs;
-    if (c_cs == 1 && col0 + {nr} <= N) {{
+    const int row = row0 + r;
+    const int base = co + row * c_rs;
+    if ({vector_ok} && col0 + {nr} <= N) {{
       __global {t}* p = C + base + col0;
       for (int v = 0; v < {nv}; ++v) {{
-        const {tv} value = vload{vw}(0, tile + r * {nr} + v * {vw});
-        vstore{vw}(beta != 0 ? value + beta * vload{vw}(v, p) : value, v, p);
+        {tv} value = vload{vw}(0, tile + r * {nr} + v * {vw});
+        if (beta != 0) value += beta * vload{vw}(v, p);
+        const int z_at = zo + row * z_rs + col0 + v * {vw};
+        {vector_epilogue}
+        vstore{vw}(value, v, p);
       }}
       continue;
     }}
     for (int e = 0; e < {nr} && col0 + e < N; ++e) {{
       const int at = base + (col0 + e) * c_cs;
-      C[at] = beta != 0 ? tile[r * {nr} + e] + beta * C[at] : tile[r * {nr} + e];
+      {t} value = tile[r * {nr} + e];
+      if (beta != 0) value += beta * C[at];
+      const int z_at = zo + row * z_rs + (col0 + e) * z_cs;
+      {scalar_epilogue}
+      C[at] = value;
     }}
   }}
 }}
@@ -114,11 +174,15 @@ __kernel void gemm(const int M, const int N, const int K,
                    __global const {t}* Ap, const int8 a_bst, __global const {t}* Bp,
                    const int8 b_bst, __global {t}* C, const int c_off, const int c_rs,
                    const int c_cs, const int brank, const int8 bshape, const int8 c_bst,
-                   const int batches, const {t} alpha, const {t} beta) {{
+                   const int batches, const {t} alpha, const {t} beta,
+                   __global const {t}* bias, const int bias_off, const int bias_rs,
+                   const int8 bias_bst, __global const {t}* Z, const int z_off,
+                   const int z_rs, const int z_cs, const int8 z_bst,
+                   const {t} low, const {t} high) {{
   const int jp = get_global_id(0), ip = get_global_id(1), bi = get_global_id(2);
   const int row0 = ip * {mr}, col0 = jp * {nr};
   if (row0 >= M || col0 >= N || bi >= batches) return;
-  int t = bi, co = c_off;
+  int t = bi, co = c_off, bso = bias_off, zo = z_off;
   size_t ao = 0, bo = 0;
   {decode}
   __global const {t}* a = Ap + ao + (size_t)ip * K * {mr};
@@ -131,20 +195,24 @@ __kernel void gemm(const int M, const int N, const int K,
   }}
   {t} tile[{mr * nr}];
   {stores}
-  store_tile(C, co, c_rs, c_cs, row0, col0, M, N, tile, beta);
+  store_tile(C, co, c_rs, c_cs, row0, col0, M, N, tile, beta, bias, bso, bias_rs, Z, zo,
+             z_rs, z_cs, low, high);
 }}
 """
 
 
-def gemm_kernels(runtime: Any, dtype: np.dtype):
-    """The (pack, gemm) kernels of ``dtype``: one program."""
+def gemm_kernels(runtime: Any, dtype: np.dtype,
+                 flags: tuple[bool, bool, bool, bool] = NO_EPILOGUE.flags):
+    """The (pack, gemm) kernels of ``dtype`` whose store has the epilogue parts ``flags``
+    (:attr:`Epilogue.flags`): one program."""
     memo = runtime.memo("gemm_kernels")
-    hit = memo.get(dtype.name)
+    hit = memo.get((dtype.name, flags))
     if hit is None:
         mr, nr, vw = tile_shape(runtime, dtype)
-        source = preamble([dtype]) + _pack_source(dtype) + _gemm_source(dtype, mr, nr, vw)
-        hit = memo[dtype.name] = (runtime.kernel(source, "pack"),
-                                  runtime.kernel(source, "gemm"))
+        source = (preamble([dtype]) + _pack_source(dtype)
+                  + _gemm_source(dtype, mr, nr, vw, flags))
+        hit = memo[(dtype.name, flags)] = (runtime.kernel(source, "pack"),
+                                           runtime.kernel(source, "gemm"))
     return hit
 
 
@@ -194,9 +262,10 @@ def work_group(runtime) -> tuple[int, int, int]:
     return side, side, 1
 
 
-def gemm(a: CLArray, b: CLArray, c: CLArray, alpha: float = 1.0, beta: float = 0.0) -> None:
+def gemm(a: CLArray, b: CLArray, c: CLArray, alpha: float = 1.0, beta: float = 0.0,
+         epilogue: Epilogue = NO_EPILOGUE) -> None:
     """``c = alpha * a @ b + beta * c`` for views a (..., M, K), b (..., K, N) whose batch axes
-    broadcast to c's (..., M, N). ``beta = 0`` never reads c."""
+    broadcast to c's (..., M, N), finished by ``epilogue``. ``beta = 0`` never reads c."""
     runtime = c.runtime
     if a.dtype != b.dtype or a.dtype != c.dtype:
         raise BackendError(f"gemm operands must share a dtype, got {a.dtype}, {b.dtype}, "
@@ -215,13 +284,14 @@ def gemm(a: CLArray, b: CLArray, c: CLArray, alpha: float = 1.0, beta: float = 0
     pack, _ = gemm_kernels(runtime, c.dtype)
     ap, a_bst = pack_operand(runtime, pack, a, batch_shape, -2, -1, mr)
     bp, b_bst = pack_operand(runtime, pack, b, batch_shape, -1, -2, nr)
-    gemm_packed(ap, a_bst, bp, b_bst, c, k, alpha, beta)
+    gemm_packed(ap, a_bst, bp, b_bst, c, k, alpha, beta, epilogue)
 
 
 def gemm_packed(ap: CLArray, a_bst: Sequence[int], bp: CLArray, b_bst: Sequence[int],
-                c: CLArray, k: int, alpha: float = 1.0, beta: float = 0.0) -> None:
+                c: CLArray, k: int, alpha: float = 1.0, beta: float = 0.0,
+                epilogue: Epilogue = NO_EPILOGUE) -> None:
     """The multiply and store stages on panels already packed (``tile_shape`` layout), with
-    their strides per batch axis of ``c``."""
+    their strides per batch axis of ``c``, finished by ``epilogue``."""
     runtime = c.runtime
     runtime.touch(c)
     m, n = c.shape[-2:]
@@ -229,13 +299,30 @@ def gemm_packed(ap: CLArray, a_bst: Sequence[int], bp: CLArray, b_bst: Sequence[
     if c.size == 0:
         return
     mr, nr, _ = tile_shape(runtime, c.dtype)
-    _, kernel = gemm_kernels(runtime, c.dtype)
-    dims, (c_bst, a_bst, b_bst) = collapse(batch_shape, [c.strides[:-2], a_bst, b_bst])
+    _, kernel = gemm_kernels(runtime, c.dtype, epilogue.flags)
+    bias, z = c, c  # (stand-ins where a part is absent: never read)
+    bias_strides, z_strides = (0,) * (c.ndim - 1), (0,) * c.ndim
+    if epilogue.bias is not None:
+        bias = epilogue.bias.broadcast_to(batch_shape + (m,))
+        bias_strides = bias.strides
+    if epilogue.residual is not None:
+        z = epilogue.residual
+        if z.shape != c.shape or z.dtype != c.dtype:
+            raise BackendError(f"gemm residual {z.dtype}{list(z.shape)} does not match the "
+                               f"output {c.dtype}{list(c.shape)}")
+        z_strides = z.strides
+    dims, (c_bst, a_bst, b_bst, bias_bst, z_bst) = collapse(
+        batch_shape, [c.strides[:-2], a_bst, b_bst, bias_strides[:-1], z_strides[:-2]])
     batches = math.prod(batch_shape)
     dt = ctype(c.dtype)
+    low, high = epilogue.low, epilogue.high
     runtime.launch(kernel, (-(-n // nr), -(-m // mr), batches), work_group(runtime),
                    np.int32(m), np.int32(n), np.int32(k), ap.buffer, int8_arg(a_bst),
                    bp.buffer, int8_arg(b_bst), c.buffer, np.int32(c.offset),
                    np.int32(c.strides[-2]), np.int32(c.strides[-1]), np.int32(len(dims)),
                    int8_arg(dims), int8_arg(c_bst), np.int32(batches), dt.scalar(alpha),
-                   dt.scalar(beta))
+                   dt.scalar(beta), bias.buffer, np.int32(bias.offset),
+                   np.int32(bias_strides[-1]), int8_arg(bias_bst), z.buffer,
+                   np.int32(z.offset), np.int32(z_strides[-2]), np.int32(z_strides[-1]),
+                   int8_arg(z_bst), dt.scalar(0 if low is None else low),
+                   dt.scalar(0 if high is None else high))

@@ -13,7 +13,8 @@ from tests.ops.harness import Case, rand
 ACTIVATIONS = {"Relu": lambda x, a: np.maximum(x, 0),
                "LeakyRelu": lambda x, a: np.where(x > 0, x, a.get("alpha", 0.01) * x),
                "Sigmoid": lambda x, a: 1 / (1 + np.exp(-x)),
-               "Tanh": lambda x, a: np.tanh(x), "": lambda x, a: x}
+               "Tanh": lambda x, a: np.tanh(x), "": lambda x, a: x,
+               "Clip": lambda x, a: np.clip(x, a.get("min", -np.inf), a.get("max", np.inf))}
 
 
 def _chain_reference(inputs, attrs):
@@ -36,7 +37,9 @@ def _fused_conv_reference(inputs, attrs):
     value_infos = [helper.make_tensor_value_info(n, 1, a.shape) for n, a in zip(names, inputs)]
     model = helper.make_model(helper.make_graph(
         [node], "conv", value_infos, [helper.make_tensor_value_info("y", 1, None)]))
-    y = ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))[0]
+    y = ReferenceEvaluator(model).run(None, dict(zip(names, inputs[:3])))[0]
+    if len(inputs) > 3:  # the residual Z, added before the activation
+        y = y + inputs[3]
     act = attrs.get("activation", "")
     return [ACTIVATIONS[act](y, json.loads(attrs.get("activation_attrs", "{}"))).astype(y.dtype)]
 
@@ -68,6 +71,34 @@ CASES = [
     Case("portable.FusedConv", [rand(1, 3, 4, 4), rand(2, 3, 1, 1, seed=1)],
          reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5,
          name="pointwise_no_activation"),
+    # bias, residual and clamp in one store: tiles with full vectors and ragged edges (81
+    # columns, 7 rows), groups, and the 1x1 path that multiplies the input directly
+    Case("portable.FusedConv", [rand(2, 8, 9, 9), rand(7, 8, 3, 3, seed=1), rand(7, seed=2),
+                                rand(2, 7, 9, 9, seed=3)],
+         attrs={"pads": [1, 1, 1, 1], "activation": "Relu", "activation_attrs": "{}"},
+         reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5,
+         name="relu_residual"),
+    Case("portable.FusedConv", [rand(1, 8, 7, 7), rand(6, 4, 3, 3, seed=1), rand(6, seed=2),
+                                rand(1, 6, 7, 7, seed=3)],
+         attrs={"pads": [1, 1, 1, 1], "group": 2, "activation": "Clip",
+                "activation_attrs": json.dumps({"min": 0.0, "max": 0.5})},
+         reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5,
+         name="grouped_clip_residual"),
+    Case("portable.FusedConv", [rand(1, 20, 5, 5), rand(9, 20, 1, 1, seed=1), rand(9, seed=2),
+                                rand(1, 9, 5, 5, seed=3)],
+         attrs={"activation": "Clip", "activation_attrs": json.dumps({"max": 0.3})},
+         reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5,
+         name="pointwise_clip_max_residual"),
+    Case("portable.FusedConv", [rand(2, 20, 4, 5), rand(9, 20, 1, 1, seed=1), rand(9, seed=2)],
+         attrs={"activation": "Relu", "activation_attrs": "{}"},
+         reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5,
+         name="pointwise_relu_bias"),
+    Case("portable.FusedConv", [rand(1, 4, 6, 6), rand(4, 1, 3, 3, seed=1), rand(4, seed=2),
+                                rand(1, 4, 6, 6, seed=3)],
+         attrs={"pads": [1, 1, 1, 1], "group": 4, "activation": "Clip",
+                "activation_attrs": json.dumps({"min": 0.0, "max": 0.5})},
+         reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5,
+         name="depthwise_clip_residual"),
     Case("portable.FusedGemm", [rand(3, 4), rand(5, 4, seed=1), rand(5, seed=2)],
          attrs={"transB": 1, "activation": "Sigmoid", "activation_attrs": "{}"},
          reference=_fused_gemm_reference, grad=False, name="sigmoid"),

@@ -3,7 +3,8 @@
 Conv is im2col + the packed GEMM (weights packed once per group, columns per image), a 1x1
 stride-1 unpadded Conv multiplies the input directly, and thin convolutions (depthwise: one
 input channel per group) run the direct kernel instead, where im2col would copy the input
-K times for a handful of multiply-adds. ConvTranspose is GEMM to columns then col2im in
+K times for a handful of multiply-adds. Through the GEMM the bias (and a FusedConv's residual
+and Relu or Clip) are added in its store (``gemm.Epilogue``), not in passes over Y. ConvTranspose is GEMM to columns then col2im in
 gather form (each output element sums the columns that reach it: no atomics), with the bias
 folded in. ConvGradWeight is im2col laid out (C*K, N*out) times dY as (M, N*out): one GEMM
 per group that sums over images and windows together.
@@ -14,12 +15,13 @@ import math
 
 import numpy as np
 
+from portable.errors import BackendError
 from portable.ops.conv import Geometry, transpose_geometry, window_attrs, window_geometry
 
 from backends.opencl.allocator import CLArray, arena_view, empty
-from backends.opencl.elementwise import apply, assign
-from backends.opencl.gemm import (gemm, gemm_kernels, gemm_packed, pack_operand,
-                                  tile_shape, work_group)
+from backends.opencl.elementwise import assign
+from backends.opencl.gemm import (NO_EPILOGUE, Epilogue, gemm, gemm_kernels, gemm_packed,
+                                  pack_operand, tile_shape, work_group)
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.kernels.window import Window, window_source
 from backends.opencl.scalars import ctype, preamble
@@ -53,10 +55,15 @@ def scratch(ctx, runtime, key: str, shape, dtype):
     return arena_view(buffer, 0, shape, dtype)
 
 
+def thin(x_shape, group: int, win: Window) -> bool:
+    """Whether the direct kernel runs the Conv (few multiply-adds per output: depthwise)."""
+    return x_shape[1] // group * win.kernel_size <= _DIRECT_LIMIT
+
+
 def _uses_columns(x_shape, w_shape, group: int, win: Window) -> bool:
     pointwise = (win.kernel_size == 1 and win.strides == (1, 1, 1)
                  and win.head == (0, 0, 0) and win.out == win.size)
-    return x_shape[1] // group * win.kernel_size > _DIRECT_LIMIT and not pointwise
+    return not thin(x_shape, group, win) and not pointwise
 
 
 def conv_workspace(input_types, output_types, attrs) -> dict[str, int]:
@@ -99,8 +106,10 @@ def im2col_packed(ctx, x, win: Window, group: int):
     return out, [group * size, size]
 
 
-def conv_forward(x, w, bias, win: Window, group: int, y, ctx=None) -> None:
-    """Y = Conv(X, W) + B into ``y`` (N, M, out)."""
+def conv_forward(x, w, bias, win: Window, group: int, y, ctx=None,
+                 finish: Epilogue = NO_EPILOGUE) -> None:
+    """Y = Conv(X, W) + B into ``y`` (N, M, out), then ``finish``'s residual (Y's shape) and
+    clamp, in the GEMM's store (a thin Conv takes no ``finish``: :func:`thin`)."""
     runtime = y.runtime
     x, w = x.contiguous(), w.contiguous()
     target = y if y.is_contiguous else empty(runtime, y.shape, y.dtype)
@@ -108,7 +117,10 @@ def conv_forward(x, w, bias, win: Window, group: int, y, ctx=None) -> None:
     m = w.shape[0]
     per_in = c // group
     k, o = win.kernel_size, win.out_size
-    if per_in * k <= _DIRECT_LIMIT:  # thin (depthwise): the direct kernel
+    if thin(x.shape, group, win):  # (depthwise): the direct kernel
+        if any(finish.flags):
+            raise BackendError("conv_forward: a thin Conv runs the direct kernel, which "
+                               "takes no residual or clamp")
         has_bias = bias is not None
         bias = bias.contiguous() if has_bias else w
         runtime.launch1d(window_kernel(runtime, x.dtype, "conv_direct"), target.size,
@@ -119,17 +131,20 @@ def conv_forward(x, w, bias, win: Window, group: int, y, ctx=None) -> None:
     else:
         weights = w.reshape(group, m // group, per_in * k)
         y4 = target.reshape(n, group, m // group, o)
+        residual = finish.residual
+        finish = finish._replace(
+            bias=None if bias is None else bias.reshape(group, m // group),
+            residual=None if residual is None else
+            residual.contiguous().reshape(n, group, m // group, o))
         if _uses_columns(x.shape, w.shape, group, win):
             mr, _, _ = tile_shape(runtime, x.dtype)
             pack, _ = gemm_kernels(runtime, x.dtype)
             ap, a_bst = pack_operand(runtime, pack, weights.broadcast_to((n,) + weights.shape),
                                      (n, group), -2, -1, mr)
             bp, b_bst = im2col_packed(ctx, x, win, group)
-            gemm_packed(ap, a_bst, bp, b_bst, y4, per_in * k)
+            gemm_packed(ap, a_bst, bp, b_bst, y4, per_in * k, epilogue=finish)
         else:  # pointwise: the input is the GEMM operand
-            gemm(weights, x.reshape(n, group, per_in, o), y4)
-        if bias is not None:
-            apply("Add", target, bias.reshape((m,) + (1,) * (y.ndim - 2)), out=target)
+            gemm(weights, x.reshape(n, group, per_in, o), y4, epilogue=finish)
     if target is not y:
         assign(y, target)
 

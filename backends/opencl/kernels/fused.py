@@ -3,8 +3,11 @@
 ``portable.FusedElementwise`` compiles its whole chain into one generated kernel: each step
 of the body becomes steps of a ``codegen.Fused`` expression (variadic ops fold, Clip becomes
 Max/Min against its bounds), so the chain reads its inputs once and writes the output once,
-with every intermediate in registers. ``portable.FusedConv`` / ``portable.FusedGemm`` run the
-Conv or Gemm kernel, then the activation's family kernel in place on the result.
+with every intermediate in registers. ``portable.FusedConv`` with no activation, a Relu or a
+Clip adds its bias and residual and clamps in the GEMM's store (``gemm.Epilogue``): one pass
+over the output instead of three. Other activations, thin (depthwise) Convs and
+``portable.FusedGemm`` run the Conv or Gemm kernel, then the Add and the activation's kernels
+in place on the result.
 """
 from __future__ import annotations
 
@@ -12,11 +15,14 @@ import functools
 
 from portable.ir.graph import Node
 from portable.ops import registry
-from portable.ops.fused import composed_kernel, parse_body
+from portable.ops.conv import window_geometry
+from portable.ops.fused import activation_parts, composed_kernel, parse_body
 
 from backends.opencl.codegen import Fused
 from backends.opencl.elementwise import run_elementwise
-from backends.opencl.kernels.conv import conv_workspace
+from backends.opencl.gemm import Epilogue
+from backends.opencl.kernels.conv import conv_forward, conv_workspace, thin
+from backends.opencl.kernels.window import Window
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.optable import TABLE
 
@@ -92,6 +98,36 @@ def fused_elementwise(ctx, inputs, outputs, attrs):
     run_elementwise(fused.steps, operands, [out], [out.dtype])
 
 
-fused_conv = kernel("portable.FusedConv", half="native")(composed_kernel("Conv"))
+def clamp_of(attrs: dict) -> tuple | None:
+    """A fused node's activation as the GEMM store's clamp ``(low, high)`` (None for a side
+    without a bound), or None where the activation is no clamp."""
+    activation = attrs.get("activation") or ""
+    if not activation:
+        return None, None
+    if activation == "Relu":
+        return 0.0, None
+    if activation != "Clip":
+        return None
+    _, operands = activation_parts(activation, attrs.get("activation_attrs") or "{}")
+    bounds = dict(operands)  # (Clip's inputs: 1 min, 2 max)
+    return bounds.get(1), bounds.get(2)
+
+
+_composed_conv = composed_kernel("Conv")
+
+
+@kernel("portable.FusedConv")
+def fused_conv(ctx, inputs, outputs, attrs):
+    x, w = inputs[:2]
+    win = Window.of(window_geometry(x.shape[2:], w.shape[2:], attrs), x.shape[2:])
+    clamp = clamp_of(attrs)
+    if clamp is None or thin(x.shape, attrs["group"], win):
+        return _composed_conv(ctx, inputs, outputs, attrs)
+    bias = inputs[2] if len(inputs) > 2 else None
+    residual = inputs[3] if len(inputs) > 3 else None
+    conv_forward(x, w, bias, win, attrs["group"], outputs[0], ctx,
+                 Epilogue(residual=residual, low=clamp[0], high=clamp[1]))
+
+
 fused_conv.workspace = conv_workspace
 kernel("portable.FusedGemm", half="native")(composed_kernel("Gemm"))
