@@ -18,6 +18,7 @@ cases, so one kernel runs whether or not planning could fix the shape.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -115,6 +116,13 @@ class Backend:
 
     def synchronize(self) -> None:
         """Wait for all work queued on the device (no-op for synchronous backends)."""
+
+    def deferred(self) -> Any:
+        """A block around a run of kernels (a plan's steps) that may return before its
+        kernels finished, and waits once for them when it ends: a backend that waits for each
+        op otherwise (OpenCL) keeps its queue fed instead of idling between kernels. Host
+        reads inside wait for what they read. (Synchronous backends: nothing to do.)"""
+        return contextlib.nullcontext()
 
     # -- threads of the host math library (a CPU backend may choose them per step) ----------
     def step_threads(self, op: str, input_types: list, output_types: list,

@@ -139,8 +139,9 @@ class BoundSteps:
         allowed = backend.threads_allowed() if plan._switches_threads else 0
         try:
             if timings is None:
-                self._loop(ctx, allowed)
-            else:
+                with backend.deferred():  # (one wait for the device, at the end)
+                    self._loop(ctx, allowed)
+            else:  # (each step waited: its time is its kernels')
                 self._timed_loop(ctx, allowed, timings)
         finally:
             if allowed:
