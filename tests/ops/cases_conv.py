@@ -161,6 +161,14 @@ CONV = [
     _conv("kernel_shape", rand(2, 2, 4, 4), rand(2, 2, 2, 2, seed=1), kernel_shape=[2, 2]),
     Case("Conv", [rand(1, 16, 14, 14), rand(32, 16, 3, 3, seed=1), rand(32, seed=2)],
          attrs={"pads": [1, 1, 1, 1]}, grad=False, name="resnet_like", rtol=1e-4, atol=1e-4),
+    # output rows wider than a GEMM panel (16 windows on a CPU): panels inside one row and
+    # inside the input take the strided copy of OpenCL's im2col, the others the checked walk
+    Case("Conv", [rand(1, 3, 6, 40), rand(4, 3, 3, 3, seed=1), rand(4, seed=2)],
+         attrs={"pads": [1, 1, 1, 1]}, grad=False, name="wide_rows"),
+    Case("Conv", [rand(2, 3, 5, 70), rand(4, 3, 3, 3, seed=1)],
+         attrs={"pads": [0, 1, 0, 1], "strides": [1, 2]}, grad=False, name="wide_rows_strided"),
+    Case("Conv", [rand(1, 2, 50), rand(3, 2, 3, seed=1)],
+         attrs={"pads": [1, 1], "dilations": [2]}, grad=False, name="wide_1d_dilated"),
     Case("Conv", [rand(1, 2, 5, 5, dtype=np.float64), rand(3, 2, 3, 3, seed=1,
                                                            dtype=np.float64)],
          attrs={"pads": [1, 1, 1, 1]}, grad=False, name="float64"),
