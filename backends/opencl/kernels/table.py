@@ -15,6 +15,7 @@ float32, the 4- and 2-bit integers to int32 (``formats`` holds their loads and s
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import numpy as np
@@ -32,7 +33,11 @@ def _wide(dtype: Any, half: bool) -> np.dtype | None:
     """The type a storage-only ``dtype`` computes in, or None when the kernel takes it."""
     if dtype is None:
         return None
-    dtype = np.dtype(dtype)
+    return _wide_type(np.dtype(dtype), half)
+
+
+@functools.lru_cache(maxsize=256)
+def _wide_type(dtype: np.dtype, half: bool) -> np.dtype | None:
     if dtype == _HALF:
         return _F32 if half else None
     if is_low_precision(dtype):

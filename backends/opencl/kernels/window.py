@@ -9,11 +9,12 @@ input) is generated here once and spliced into every kernel that needs it, pooli
 """
 from __future__ import annotations
 
+import functools
+import math
 import textwrap
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
 
 from portable.errors import BackendError
 from portable.ops.conv import Geometry
@@ -109,18 +110,11 @@ class Window:
 
     @classmethod
     def of(cls, geom: Geometry, size: Sequence[int]) -> "Window":
-        rank = len(size)
-        if rank > _RANK:
-            raise BackendError(f"windows over {rank} spatial axes: the OpenCL kernels support "
-                               f"at most {_RANK}")
-        lead = _RANK - rank
+        """The window of ``geom`` over an input of spatial ``size`` (one object per geometry:
+        its kernel arguments and sizes are computed once, not at every launch)."""
+        return _window_of(geom, tuple(int(s) for s in size))
 
-        def pad(values, fill):
-            return (fill,) * lead + tuple(int(v) for v in values)
-        return cls(pad(size, 1), pad(geom.kernel, 1), pad(geom.out, 1), pad(geom.strides, 1),
-                   pad(geom.dilations, 1), pad(geom.head, 0), pad(geom.tail, 0))
-
-    @property
+    @functools.cached_property
     def args(self) -> tuple:
         """The ``g`` (int16) and ``hp`` (int4) kernel arguments."""
         import pyopencl.cltypes as cltypes
@@ -128,17 +122,31 @@ class Window:
         values = (self.size + self.kernel + self.out + self.strides + self.dilations + (0,))
         return cltypes.make_int16(*values), cltypes.make_int4(*self.head, 0)
 
-    @property
+    @functools.cached_property
     def kernel_size(self) -> int:
-        return int(np.prod(self.kernel))
+        return math.prod(self.kernel)
 
-    @property
+    @functools.cached_property
     def out_size(self) -> int:
-        return int(np.prod(self.out))
+        return math.prod(self.out)
 
-    @property
+    @functools.cached_property
     def in_size(self) -> int:
-        return int(np.prod(self.size))
+        return math.prod(self.size)
+
+
+@functools.lru_cache(maxsize=1024)
+def _window_of(geom: Geometry, size: tuple[int, ...]) -> Window:
+    rank = len(size)
+    if rank > _RANK:
+        raise BackendError(f"windows over {rank} spatial axes: the OpenCL kernels support "
+                           f"at most {_RANK}")
+    lead = _RANK - rank
+
+    def pad(values, fill):
+        return (fill,) * lead + tuple(int(v) for v in values)
+    return Window(pad(size, 1), pad(geom.kernel, 1), pad(geom.out, 1), pad(geom.strides, 1),
+                  pad(geom.dilations, 1), pad(geom.head, 0), pad(geom.tail, 0))
 
 
 # The window walks of col2im and conv_direct: they do not depend on the dtype, so are built once.
