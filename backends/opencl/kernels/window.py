@@ -15,7 +15,6 @@ import textwrap
 from dataclasses import dataclass
 from typing import Sequence
 
-
 from portable.errors import BackendError
 from portable.ops.conv import Geometry
 
