@@ -54,6 +54,21 @@ ELIMINATE_NOOPS = (
                  name="node"), _dropout),
 )
 
+
+
+def _sum_as_add(m: Match) -> Rewrite:
+    node = m["sum"]
+    return Rewrite([Node("Add", tuple(node.inputs), tuple(node.outputs), {}, node.name)])
+
+
+# A Sum of two inputs is an Add (the same broadcasting, the same one rounding): the folds and
+# fusions below, which know Add, then see the residual Sums of ResNets exported at opset 6.
+SUM_OF_TWO_AS_ADD = (
+    Rule("sum-of-two-as-add",
+         Pattern(lambda n: n.op == "Sum" and len(n.inputs) == 2 and all(n.inputs), name="sum"),
+         _sum_as_add),
+)
+
 # -- fold BatchNormalization, Mul and Add into Conv ------------------------------------------
 
 

@@ -57,6 +57,8 @@ PIPELINE: tuple[Pass, ...] = (
          "a Transpose that moves only size-1 axes is a Reshape: a view, no copy"),
     Pass("matmul-add-as-gemm", "all", lambda g, keep: rewrite(g, MATMUL_ADD_AS_GEMM, keep),
          "a Linear on a stack of rows is one GEMM with its bias, not a GEMM per row block"),
+    Pass("sum-of-two-as-add", "all", lambda g, keep: rewrite(g, rules.SUM_OF_TWO_AS_ADD, keep),
+         "a two-input Sum is an Add, which the Conv folds and fusions know"),
     Pass("fold-into-conv", "all", lambda g, keep: rewrite(g, rules.FOLD_INTO_CONV, keep),
          "BatchNormalization and per-channel Mul/Add after a Conv cost nothing when folded"),
     Pass("fuse-activations", "all", lambda g, keep: rewrite(g, rules.FUSE_ACTIVATIONS, keep),

@@ -225,6 +225,18 @@ def test_residual_without_bias_keeps_the_bias_slot_empty(tmp_path):
     assert fused.inputs[2] == "" and fused.inputs[3] == "x2"
 
 
+def test_residual_sum_of_two_fuses_as_add(tmp_path):
+    """The residual Sum of a ResNet exported at opset 6 (the model zoo's): Sum(Conv, x2) then
+    Relu joins the Conv; a Sum of three does not."""
+    nodes = [_conv(), helper.make_node("Sum", ["c", "x2"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"]),
+             helper.make_node("Sum", ["y", "x2", "x2"], ["y3"])]
+    model = _model(nodes, [("x", X_SHAPE, np.float32), ("x2", Y_SHAPE, np.float32)],
+                   [("y3", Y_SHAPE, np.float32)], _conv_weights())
+    _check(model, tmp_path, {"x": _rand(*X_SHAPE), "x2": _rand(*Y_SHAPE)},
+           {"portable.FusedConv[Relu+Z]": 1, "Sum": 1})
+
+
 @pytest.mark.parametrize("z_shape", [(1, 4, 1, 1), (1, 1, 8, 8), (2, 4, 1, 8)])
 def test_broadcast_residual_is_not_fused(tmp_path, z_shape):
     nodes = [_conv(), helper.make_node("Add", ["c", "z"], ["s"]),
