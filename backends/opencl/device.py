@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -260,9 +261,10 @@ class CLDevice:
         device = cls.open(index)
         return device if limits is None else impose_limits(device, limits)
 
-    @property
+    @functools.cached_property
     def identity(self) -> str:
-        """What a compiled binary depends on: platform, device and driver versions."""
+        """What a compiled binary depends on: platform, device and driver versions (asked of
+        the driver once: every kernel lookup keys on it)."""
         d = self.device
         parts = (self.name, d.platform.version, d.version, d.driver_version)
         return "|".join(str(v) for v in parts)

@@ -84,6 +84,7 @@ class ProgramCache:
         self.vet, self.check = vet, check
         self._programs: dict[str, Any] = {}
         self._kernels: dict[tuple[str, str], Any] = {}
+        self._by_text: dict[tuple[str, str, tuple], Any] = {}  # (source, name, options)
         self._lock = threading.Lock()
         self.stats = {"memory": 0, "disk": 0, "built": 0}
         root = cache_root()
@@ -116,6 +117,9 @@ class ProgramCache:
         import pyopencl as cl
 
         options = tuple(options)
+        kernel = self._by_text.get((source, name, options))  # (no digest of the source)
+        if kernel is not None:
+            return kernel
         key = (self.key(source, options), name)
         kernel = self._kernels.get(key)
         if kernel is None:
@@ -126,6 +130,7 @@ class ProgramCache:
             if self.check is not None:
                 self.check(kernel, name)
             self._kernels[key] = kernel
+        self._by_text[(source, name, options)] = kernel
         return kernel
 
     def _path(self, key: str) -> Path | None:

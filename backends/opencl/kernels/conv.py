@@ -34,11 +34,16 @@ _WIDEST_PANEL = 16  # the largest NR of any device and dtype (gemm.tile_shape)
 
 def window_kernel(runtime, dtype, name: str):
     """Kernel ``name`` of the window program (im2col, col2im, conv_direct) for ``dtype``."""
-    c = ctype(dtype)
-    source = preamble([dtype]) + window_source(
-        c.storage, c.compute, lambda p, i: f"{p}[{i}]",
-        lambda p, i, v: f"{p}[{i}] = ({c.storage})({v})")
-    return runtime.kernel(source, name)
+    memo = runtime.memo("window_kernels")
+    key = (np.dtype(dtype).name, name)
+    kernel = memo.get(key)
+    if kernel is None:
+        c = ctype(dtype)
+        source = preamble([dtype]) + window_source(
+            c.storage, c.compute, lambda p, i: f"{p}[{i}]",
+            lambda p, i, v: f"{p}[{i}] = ({c.storage})({v})")
+        kernel = memo[key] = runtime.kernel(source, name)
+    return kernel
 
 
 
