@@ -189,7 +189,7 @@ __kernel void im2col_packed(const int C, const int group, const int panels, cons
                             const int16 g, const int4 hp, __global const {storage}* x,
                             const int x_off, __global {storage}* out) {{
   {GEOMETRY}
-  const int K = KD * KH * KW, CG = C / group, O = OD * OH * OW;
+  const int K = KD * KH * KW, CG = C / group;
   const int kk = get_global_id(0), panel = get_global_id(1), ng = get_global_id(2);
   if (kk >= CG * K || panel >= panels) return;
   const int cl = kk / K, k = kk - cl * K;
@@ -199,26 +199,31 @@ __kernel void im2col_packed(const int C, const int group, const int panels, cons
   __global {storage}* target = out + ((size_t)(ng * panels + panel) * CG * K + kk) * nr;
   int o = panel * nr;
   int ow = o % OW, oh = (o / OW) % OH, od = o / (OW * OH);
-  {{
-    /* the common case: the panel's windows lie in one output row, and so do the inputs
-       they take at this offset, inside the input: a strided copy, no checks per element */
+  /* the panel as segments of output rows: per segment the row's bounds are checked once,
+     and a segment that reads inside the input row is a strided copy */
+  for (int r = 0; r < nr; ) {{
+    const int len = min(OW - ow, nr - r);
     const int pd = od * SD - HD + kd * DD, ph = oh * SH - HH + kh * DH;
-    const int pw = ow * SW - HW + kw * DW;
-    if (ow + nr <= OW && pd >= 0 && pd < ID && ph >= 0 && ph < IH && pw >= 0
-        && pw + (nr - 1) * SW < IW) {{
-      __global const {storage}* row = source + (pd * IH + ph) * IW + pw;
-      for (int r = 0; r < nr; ++r)
-        target[r] = row[r * SW];
-      return;
+    const int pw0 = ow * SW - HW + kw * DW;
+    __global {storage}* into = target + r;
+    if (od < OD && pd >= 0 && pd < ID && ph >= 0 && ph < IH) {{
+      __global const {storage}* row = source + (pd * IH + ph) * IW;
+      if (pw0 >= 0 && pw0 + (len - 1) * SW < IW) {{
+        for (int j = 0; j < len; ++j)
+          into[j] = row[pw0 + j * SW];
+      }} else {{
+        for (int j = 0; j < len; ++j) {{
+          const int pw = pw0 + j * SW;
+          into[j] = pw >= 0 && pw < IW ? row[pw] : ({storage})0;
+        }}
+      }}
+    }} else {{
+      for (int j = 0; j < len; ++j)
+        into[j] = ({storage})0;
     }}
-  }}
-  for (int r = 0; r < nr; ++r, ++o) {{
-    const int pd = od * SD - HD + kd * DD, ph = oh * SH - HH + kh * DH;
-    const int pw = ow * SW - HW + kw * DW;
-    const int inside = o < O && pd >= 0 && pd < ID && ph >= 0 && ph < IH && pw >= 0
-                       && pw < IW;
-    target[r] = inside ? source[(pd * IH + ph) * IW + pw] : ({storage})0;
-    if (++ow == OW) {{ ow = 0; if (++oh == OH) {{ oh = 0; ++od; }} }}
+    r += len;
+    ow = 0;
+    if (++oh == OH) {{ oh = 0; ++od; }}
   }}
 }}
 
