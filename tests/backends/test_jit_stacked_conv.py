@@ -111,6 +111,44 @@ def test_conv_matches_float64_reference(config, dtype):
 
 
 @needs_numba
+@pytest.mark.parametrize("chunk", [4, 8, 12, 28, 1000])
+@pytest.mark.parametrize("config", [GEOMETRIES[1], GEOMETRIES[3], GEOMETRIES[7]])
+def test_window_products_in_pixel_chunks_match_the_reference(config, chunk):
+    """Pixels in runs of ``chunk`` (as ``pixel_chunk`` sets them for a copy too large to stay
+    in cache): every chunk size, including ones that end inside an output row and past the
+    last pixel, gives the float64 Conv."""
+    from backends.numpy.jit import stacked_conv
+
+    x, weight, g, geom, _, _ = _setup(config, np.float32)
+    kh, kw, _, sw = g[:4]
+    oh, ow = g[8:]
+    t = np.empty((oh, (ow - 1) * sw + kw, kh, x.shape[1]), np.float32)
+    nhwc = np.empty(x.shape[2:] + x.shape[1:2], np.float32)
+    packed = np.empty((weight.shape[0], weight[0].size), np.float32)
+    stacked_conv.reorder_weights(weight, packed)
+    expected = _reference(x, weight, config, geom.out)
+    for i in range(x.shape[0]):
+        stacked_conv.stack_rows(x, i, nhwc, t, g)
+        out = np.full((weight.shape[0], oh * ow), np.nan, np.float32)
+        stacked_conv.window_products(t, packed, out, sw, ow, np.float32(0), chunk)
+        np.testing.assert_allclose(out.reshape(expected[i].shape), expected[i], rtol=2e-5,
+                                   atol=2e-5 * np.abs(expected).max())
+
+
+@needs_numba
+def test_pixel_chunk_is_everything_while_the_copy_stays_in_cache():
+    from backends.numpy.jit.stacked_conv import (CHUNK_ELEMENTS, RESIDENT_ELEMENTS,
+                                                 pixel_chunk)
+
+    small = np.empty((4, 6, 3, 16), np.float32)
+    assert pixel_chunk(small, 1, 4) == 16
+    rows = RESIDENT_ELEMENTS // (226 * 3 * 64) + 1  # 64 channels, 224 wide: past the limit
+    large = np.empty((rows, 226, 3, 64), np.float32)
+    chunk = pixel_chunk(large, 1, 224)
+    assert chunk % 4 == 0 and chunk * 3 * 64 <= CHUNK_ELEMENTS < (chunk + 4) * 3 * 64
+
+
+@needs_numba
 def test_applies_only_to_long_runs_small_weights_and_fitting_scratch():
     from backends.numpy.jit.stacked_conv import PACK_BYTES, STACK_K, StackedPlan
 

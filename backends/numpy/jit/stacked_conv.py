@@ -35,6 +35,16 @@ from backends.numpy.jit.support import JIT, read_only
 from backends.xp.kernels.im2col import mark_border, scratch
 
 _PRODUCT_JIT = dict(JIT, fastmath={"reassoc", "contract"})
+# ``window_products`` goes over the pixels in chunks once the stacked copy is past
+# ``RESIDENT_ELEMENTS`` (16 MB of float32: it no longer stays in the last-level cache while
+# every 4 channels read it again), each chunk ``CHUNK_ELEMENTS`` of the copy (128 KB of
+# float32, in L2 while all channels go over it). Measured at one thread, batch 1, 3x3 pad 1,
+# ms (one chunk / chunks of 128 KB / onnxruntime): 64 of 224x224 (a 39 MB copy) 109-121 /
+# 57-63 / 38-42; 128 of 112x112 (20 MB) 100 / 44-50 / 35-39. Where the copy stays in cache
+# chunks lost, since every chunk reads all the weights again (512 of 28x28: 41 / 63, 256 of
+# 56x56: 42 / 47).
+RESIDENT_ELEMENTS = 1 << 22
+CHUNK_ELEMENTS = 1 << 15
 
 
 @numba.njit(**JIT)
@@ -113,23 +123,45 @@ def reorder_weights(w, packed):
 
 
 @numba.njit(**_PRODUCT_JIT)
-def window_products(t, packed, out, sw, ow, zero):
+def window_products(t, packed, out, sw, ow, zero, chunk):
     """out (M, oh * ow)[m, p] = packed[m] . (the window run of pixel p in ``t``), 4 channels by
-    4 pixels at a time; a last block of fewer repeats its first row (computed, not stored)."""
+    4 pixels at a time; a last block of fewer repeats its first row (computed, not stored).
+    Pixels go in runs of ``chunk`` (:func:`pixel_chunk`), every channel over one run before
+    the next."""
     oh, wide, kh, c = t.shape
     m, k = packed.shape
     flat = t.reshape(-1)
     pixels = oh * ow
     step = sw * kh * c  # (from one pixel's window to the next along a row)
     row_len = wide * kh * c
+    for first in range(0, pixels, chunk):
+        last = min(pixels, first + chunk)
+        _chunk_products(flat, packed, out, first, last, ow, step, row_len, m, k, zero)
+
+
+@numba.njit(**JIT)
+def pixel_chunk(t, sw, ow):
+    """The pixels ``window_products`` takes at a time: all of them while the stacked copy
+    ``t`` stays in cache (``RESIDENT_ELEMENTS``), else runs whose windows span
+    ``CHUNK_ELEMENTS`` of it (a multiple of 4). Streaming the whole copy once per 4 channels
+    ran from memory on large images (64 channels of 224x224: a 39 MB copy read 16 times)."""
+    oh, _, kh, c = t.shape
+    if t.size <= RESIDENT_ELEMENTS:
+        return oh * ow
+    return max(4, CHUNK_ELEMENTS // (sw * kh * c) // 4 * 4)
+
+
+@numba.njit(inline="always", **_PRODUCT_JIT)
+def _chunk_products(flat, packed, out, first, last, ow, step, row_len, m, k, zero):
+    """``window_products`` over the pixels [first, last) (see there)."""
     for m0 in range(0, m, 4):
         mn = min(4, m - m0)
         w0 = packed[m0]
         w1 = packed[m0 + 1] if mn > 1 else w0
         w2 = packed[m0 + 2] if mn > 2 else w0
         w3 = packed[m0 + 3] if mn > 3 else w0
-        for p0 in range(0, pixels, 4):
-            pn = min(4, pixels - p0)
+        for p0 in range(first, last, 4):
+            pn = min(4, last - p0)
             r = p0 // ow
             c0 = r * row_len + (p0 - r * ow) * step
             p = p0 + 1 if pn > 1 else p0
@@ -192,7 +224,7 @@ def conv_stacked(x, packed, y, nhwc, t, g, zero):
     sw, ow = g[3], g[9]
     for i in range(x.shape[0]):
         stack_rows(x, i, nhwc, t, g)
-        window_products(t, packed, y[i], sw, ow, zero)
+        window_products(t, packed, y[i], sw, ow, zero, pixel_chunk(t, sw, ow))
 
 
 # The shortest window run (C * kh * kw) that takes this loop. Measured at one thread on an
