@@ -49,36 +49,59 @@ def _divisors(rows, cols, size, tail, include_pad, g):
 
 
 @numba.njit(**JIT)
-def _sum_plane(x, y, divisor, g):
+def _spans(out, kernel, stride, dilation, head, size):
+    """Per kernel offset j along one axis: the windows [lo, hi) that read it inside."""
+    spans = np.empty((kernel, 2), np.int64)
+    for j in range(kernel):
+        lo, hi = span(j * dilation - head, stride, out, size)
+        spans[j, 0] = lo
+        spans[j, 1] = hi
+    return spans
+
+
+@numba.njit(**JIT)
+def _sum_planes(x, y, divisor, g, first, last):
+    """Planes [first, last) of y (P, rows, cols) = the window sums of x (P, height, width)
+    over ``divisor``. The windows' ranges per kernel offset are found once for all planes,
+    and the loops index the flat arrays, with no view per (plane, offset, row): on small
+    planes those cost more than the adds (1024 planes of 7x7 under a 7x7 window, one thread:
+    549 -> 350 us; onnxruntime 26 us. 3x3 windows on 14x14 and 28x28 stay at 0.7-0.8 ms,
+    onnxruntime 0.1 ms: their adds are not vectorised)."""
     kh, kw, sh, sw, dh, dw, ph, pw = g
-    height, width = x.shape
-    rows, cols = y.shape
-    y[:, :] = 0
-    for jh in range(kh):
-        top = jh * dh - ph
-        oh_lo, oh_hi = span(top, sh, rows, height)
-        for jw in range(kw):
-            start = jw * dw - pw
-            lo, hi = span(start, sw, cols, width)
-            for oh in range(oh_lo, oh_hi):
-                out, row = y[oh], x[np.uint64(oh * sh + top)]
-                for ow in range(lo, hi):
-                    out[np.uint64(ow)] += row[np.uint64(ow * sw + start)]
-    y /= divisor
+    height, width = x.shape[1], x.shape[2]
+    rows, cols = y.shape[1], y.shape[2]
+    down = _spans(rows, kh, sh, dh, ph, height)
+    across = _spans(cols, kw, sw, dw, pw, width)
+    xf, yf, df = x.reshape(-1), y.reshape(-1), divisor.reshape(-1)
+    plane_in, plane_out = height * width, rows * cols
+    for p in range(first, last):
+        yo, xo = p * plane_out, p * plane_in
+        for i in range(plane_out):
+            yf[yo + i] = 0
+        for jh in range(kh):
+            top = jh * dh - ph
+            for oh in range(down[jh, 0], down[jh, 1]):
+                out = yo + oh * cols
+                row = xo + (oh * sh + top) * width
+                for jw in range(kw):
+                    start = row + jw * dw - pw
+                    for ow in range(across[jw, 0], across[jw, 1]):
+                        yf[np.uint64(out + ow)] += xf[np.uint64(start + ow * sw)]
+        for i in range(plane_out):
+            yf[yo + i] = yf[yo + i] / df[i]
 
 
 @numba.njit(**JIT)
 def average_pool_serial(x, y, tail, include_pad, g):
     divisor = _divisors(y.shape[1], y.shape[2], x.shape[1:], tail, include_pad, g)
-    for p in range(x.shape[0]):
-        _sum_plane(x[p], y[p], divisor, g)
+    _sum_planes(x, y, divisor, g, 0, x.shape[0])
 
 
 @numba.njit(parallel=True, **JIT)
 def average_pool_parallel(x, y, tail, include_pad, g):
     divisor = _divisors(y.shape[1], y.shape[2], x.shape[1:], tail, include_pad, g)
     for p in numba.prange(x.shape[0]):
-        _sum_plane(x[p], y[p], divisor, g)
+        _sum_planes(x, y, divisor, g, p, p + 1)
 
 
 @numba.njit(**JIT)
