@@ -1,7 +1,9 @@
 """Compiled AveragePool and portable.AveragePoolGrad, 2-D NCHW.
 
-Both walk kernel offsets (row, then column) and, for each, the rows and runs of windows that
-read that offset inside the input, so the inner loop is a strided add with no bounds test.
+The pool sums separably: per output row, the input rows its windows read into one row, then
+each window's columns of that row (``_sum_planes``). The gradient walks kernel offsets (row,
+then column) and, for each, the rows and runs of windows that read that offset inside the
+input. Either way the inner loops are adds with no bounds test.
 The divisor of window (oh, ow) is the product of per-axis counts, as in the xp kernel: positions inside
 [-head, size + tail) when count_include_pad (the declared or auto_pad padding; the extra reach
 of ceil_mode never counts), else inside [0, size). A window with nothing to count divides by
@@ -62,12 +64,10 @@ def _spans(out, kernel, stride, dilation, head, size):
 @numba.njit(**JIT)
 def _sum_planes(x, y, divisor, g, first, last):
     """Planes [first, last) of y (P, rows, cols) = the window sums of x (P, height, width)
-    over ``divisor``. The windows' ranges per kernel offset are found once for all planes,
-    and the loops index the flat arrays, with no view per (plane, offset, row), a unit
-    stride in a loop of its own that LLVM vectorises. One thread, against the loop over
-    views, three paired runs: 1024 planes of 7x7 under a 7x7 window 453-549 -> 180-191 us
-    (onnxruntime 26); 576 of 14x14 and 256 of 28x28 under 3x3 windows 0.60-0.78 ms before,
-    0.43-0.72 after (onnxruntime 0.09-0.14): no clear change there."""
+    over ``divisor``, separably: per output row, the input rows its windows read are summed
+    into one row (whole rows: a loop LLVM vectorises), then each window sums its columns of
+    that row. kh + kw adds per output instead of kh * kw, and the windows' ranges per kernel
+    offset are found once for all planes."""
     kh, kw, sh, sw, dh, dw, ph, pw = g
     height, width = x.shape[1], x.shape[2]
     rows, cols = y.shape[1], y.shape[2]
@@ -75,25 +75,30 @@ def _sum_planes(x, y, divisor, g, first, last):
     across = _spans(cols, kw, sw, dw, pw, width)
     xf, yf, df = x.reshape(-1), y.reshape(-1), divisor.reshape(-1)
     plane_in, plane_out = height * width, rows * cols
+    acc = np.empty(width, x.dtype)  # (the input rows of one output row, summed)
     for p in range(first, last):
         yo, xo = p * plane_out, p * plane_in
-        for i in range(plane_out):
-            yf[yo + i] = 0
-        for jh in range(kh):
-            top = jh * dh - ph
-            for oh in range(down[jh, 0], down[jh, 1]):
-                out = yo + oh * cols
-                row = xo + (oh * sh + top) * width
-                for jw in range(kw):
-                    start = row + jw * dw - pw
-                    if sw == 1:
-                        for ow in range(across[jw, 0], across[jw, 1]):
-                            yf[np.uint64(out + ow)] += xf[np.uint64(start + ow)]
-                    else:
-                        for ow in range(across[jw, 0], across[jw, 1]):
-                            yf[np.uint64(out + ow)] += xf[np.uint64(start + ow * sw)]
-        for i in range(plane_out):
-            yf[yo + i] = yf[yo + i] / df[i]
+        for oh in range(rows):
+            for i in range(width):
+                acc[i] = 0
+            for jh in range(kh):
+                if down[jh, 0] <= oh < down[jh, 1]:
+                    row = xo + (oh * sh + jh * dh - ph) * width
+                    for i in range(width):
+                        acc[i] += xf[np.uint64(row + i)]
+            out = yo + oh * cols
+            for ow in range(cols):
+                yf[np.uint64(out + ow)] = 0
+            for jw in range(kw):
+                start = jw * dw - pw
+                if sw == 1:
+                    for ow in range(across[jw, 0], across[jw, 1]):
+                        yf[np.uint64(out + ow)] += acc[np.uint64(start + ow)]
+                else:
+                    for ow in range(across[jw, 0], across[jw, 1]):
+                        yf[np.uint64(out + ow)] += acc[np.uint64(start + ow * sw)]
+            for ow in range(cols):
+                yf[np.uint64(out + ow)] = yf[np.uint64(out + ow)] / df[oh * cols + ow]
 
 
 @numba.njit(**JIT)
