@@ -4,10 +4,10 @@ The pool sums separably: per output row, the input rows its windows read into on
 each window's columns of that row (``_sum_planes``). The gradient walks kernel offsets (row,
 then column) and, for each, the rows and runs of windows that read that offset inside the
 input. Either way the inner loops are adds with no bounds test.
-The divisor of window (oh, ow) is the product of per-axis counts, as in the xp kernel: positions inside
-[-head, size + tail) when count_include_pad (the declared or auto_pad padding; the extra reach
-of ceil_mode never counts), else inside [0, size). A window with nothing to count divides by
-zero to NaN, as the xp kernel does.
+The divisor of window (oh, ow) is the product of per-axis counts, as in the xp kernel:
+positions inside [-head, size + tail) when count_include_pad (the declared or auto_pad
+padding; the extra reach of ceil_mode never counts), else inside [0, size). A window with
+nothing to count divides by zero to NaN, as the xp kernel does.
 """
 from __future__ import annotations
 
