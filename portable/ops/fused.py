@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -134,6 +135,29 @@ def activation_parts(name: str, attrs_json: str) -> tuple[dict, tuple[tuple[int,
         raise OpAttributeError(f"{exc}; a fused {name} also takes its optional inputs "
                                f"{sorted(slots) or 'none'} as constants") from exc
     return resolved, operands
+
+
+# The activations whose effect is a pair of bounds: the op's name -> (low, high) before its
+# operands (Clip's min and max, inputs 1 and 2) are applied.
+BOUNDED_ACTIVATIONS = {"": (-math.inf, math.inf), "Relu": (0.0, math.inf),
+                       "Clip": (-math.inf, math.inf)}
+
+
+def activation_bounds(attrs: dict) -> tuple[float, float] | None:
+    """(low, high) that a fused node's activation holds its result in, or None when the
+    activation is not a pair of bounds or a bound is NaN (np.clip then gives NaN
+    everywhere, which a kernel's comparisons would not)."""
+    activation = attrs.get("activation") or ""
+    if activation not in BOUNDED_ACTIVATIONS:
+        return None
+    low, high = BOUNDED_ACTIVATIONS[activation]
+    if activation == "Clip":
+        _, operands = activation_parts(activation, attrs.get("activation_attrs") or "{}")
+        given = dict(operands)
+        low, high = float(given.get(1, low)), float(given.get(2, high))
+    if math.isnan(low) or math.isnan(high):
+        return None
+    return low, high
 
 
 def operand_arrays(operands: tuple[tuple[int, Any], ...], dtype) -> list:

@@ -40,7 +40,6 @@ plan is built.
 from __future__ import annotations
 
 import functools
-import math
 
 import numba
 import numpy as np
@@ -52,30 +51,8 @@ from backends.numpy.jit.support import JIT, contiguous, floats, read_only
 from backends.numpy.threads import several_threads, step_threads
 from backends.xp.kernels.fused import fused_conv as composed
 from portable.backend import PreparedKernel, bound_kernel
-from portable.ops.fused import activation_parts, split_attrs
+from portable.ops.fused import activation_bounds, split_attrs
 from portable.ops.registry import get
-
-# The activations whose effect is a pair of bounds: the op's name -> (low, high) before its
-# operands (Clip's min and max, inputs 1 and 2) are applied.
-BOUNDED_ACTIVATIONS = {"": (-math.inf, math.inf), "Relu": (0.0, math.inf),
-                       "Clip": (-math.inf, math.inf)}
-
-
-def activation_bounds(attrs: dict) -> tuple[float, float] | None:
-    """(low, high) that a FusedConv's activation holds its result in, or None when the
-    activation is not a pair of bounds or a bound is NaN (np.clip then gives NaN
-    everywhere, which the loops' comparisons would not)."""
-    activation = attrs.get("activation") or ""
-    if activation not in BOUNDED_ACTIVATIONS:
-        return None
-    low, high = BOUNDED_ACTIVATIONS[activation]
-    if activation == "Clip":
-        _, operands = activation_parts(activation, attrs.get("activation_attrs") or "{}")
-        given = dict(operands)
-        low, high = float(given.get(1, low)), float(given.get(2, high))
-    if math.isnan(low) or math.isnan(high):
-        return None
-    return low, high
 
 
 @numba.njit(**JIT)

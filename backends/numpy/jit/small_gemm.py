@@ -13,7 +13,7 @@ At batch 1 such a layer is a microsecond or two of arithmetic, so what surrounds
 much: the composed path (product, then NumPy's ``y += C`` and the activation's own pass, each
 behind a layer of Python) spent 2.3 us of LeNet's 4.1 us FusedGemm 400->120+Relu around a
 1.8 us product. Here the product, alpha, beta times C and the activation's bounds (none, Relu
-or Clip: ``fused_conv.activation_bounds``) are one compiled call, bound directly to the step
+or Clip: ``portable.ops.fused.activation_bounds``) are one compiled call, bound directly to the step
 (``bind``): 4.1 -> 2.5 us there, and 1.8 -> 0.9 us for the 84->10 Gemm after it (numba's
 dispatcher takes about 0.07 us a call plus 0.05 us an array argument, 0.02 us a scalar).
 
@@ -31,12 +31,12 @@ import numba
 import numpy as np
 
 from backends.numpy.jit.depthwise import bound
-from backends.numpy.jit.fused_conv import activation_bounds
 from backends.numpy.jit.recurrent_math import matmul_nt
 from backends.numpy.jit.support import JIT, read_only
 from backends.xp.kernels.fused import kernels as xp_fused_kernels
 from backends.xp.kernels.linalg import gemm as xp_gemm
 from portable.backend import KernelContext, PreparedKernel, bound_kernel
+from portable.ops.fused import activation_bounds
 
 # The most rows A may have: the tiles beat sgemm 1.6x still at 32 rows of [*, 784] x [784,
 # 256] (78 against 128 us); above that sgemm's packing pays for itself sooner.

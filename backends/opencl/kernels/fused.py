@@ -12,11 +12,12 @@ in place on the result.
 from __future__ import annotations
 
 import functools
+import math
 
 from portable.ir.graph import Node
 from portable.ops import registry
 from portable.ops.conv import window_geometry
-from portable.ops.fused import activation_parts, composed_kernel, parse_body
+from portable.ops.fused import activation_bounds, composed_kernel, parse_body
 
 from backends.opencl.codegen import Fused
 from backends.opencl.elementwise import run_elementwise
@@ -98,21 +99,6 @@ def fused_elementwise(ctx, inputs, outputs, attrs):
     run_elementwise(fused.steps, operands, [out], [out.dtype])
 
 
-def clamp_of(attrs: dict) -> tuple | None:
-    """A fused node's activation as the GEMM store's clamp ``(low, high)`` (None for a side
-    without a bound), or None where the activation is no clamp."""
-    activation = attrs.get("activation") or ""
-    if not activation:
-        return None, None
-    if activation == "Relu":
-        return 0.0, None
-    if activation != "Clip":
-        return None
-    _, operands = activation_parts(activation, attrs.get("activation_attrs") or "{}")
-    bounds = dict(operands)  # (Clip's inputs: 1 min, 2 max)
-    return bounds.get(1), bounds.get(2)
-
-
 _composed_conv = composed_kernel("Conv")
 
 
@@ -120,13 +106,14 @@ _composed_conv = composed_kernel("Conv")
 def fused_conv(ctx, inputs, outputs, attrs):
     x, w = inputs[:2]
     win = Window.of(window_geometry(x.shape[2:], w.shape[2:], attrs), x.shape[2:])
-    clamp = clamp_of(attrs)
-    if clamp is None or thin(x.shape, attrs["group"], win):
+    bounds = activation_bounds(attrs)
+    if bounds is None or thin(x.shape, attrs["group"], win):
         return _composed_conv(ctx, inputs, outputs, attrs)
     bias = inputs[2] if len(inputs) > 2 else None
     residual = inputs[3] if len(inputs) > 3 else None
+    low, high = (None if math.isinf(b) else b for b in bounds)  # (no compare for no bound)
     conv_forward(x, w, bias, win, attrs["group"], outputs[0], ctx,
-                 Epilogue(residual=residual, low=clamp[0], high=clamp[1]))
+                 Epilogue(residual=residual, low=low, high=high))
 
 
 fused_conv.workspace = conv_workspace
