@@ -50,6 +50,14 @@ def _fused_gemm_reference(inputs, attrs):
     return [ACTIVATIONS[attrs["activation"]](y, {}).astype(a.dtype)]
 
 
+def _fused_conv(name, inputs, activation, activation_attrs=None, **conv_attrs):
+    """A FusedConv case (X, W, B?, Z?) against onnx.reference's Conv, Z and the activation."""
+    attrs = {**conv_attrs, "activation": activation,
+             "activation_attrs": json.dumps(activation_attrs or {})}
+    return Case("portable.FusedConv", inputs, attrs=attrs, reference=_fused_conv_reference,
+                grad=False, rtol=1e-5, atol=1e-5, name=name)
+
+
 CHAIN = encode_body([("Mul", [0, 1], {}), ("Add", [-1, 2], {}), ("Relu", [-1], {}),
                      ("Tanh", [-1], {})])
 SELF_GATED = encode_body([("Sigmoid", [0], {}), ("Mul", [-1, 0], {})])
@@ -59,46 +67,28 @@ CASES = [
          attrs={"body": CHAIN}, reference=_chain_reference, grad=False, name="chain"),
     Case("portable.FusedElementwise", [rand(3, 5)], attrs={"body": SELF_GATED},
          reference=_self_gated_reference, grad=False, name="reads_input_twice"),
-    Case("portable.FusedConv", [rand(2, 3, 6, 6), rand(4, 3, 3, 3, seed=1), rand(4, seed=2)],
-         attrs={"pads": [1, 1, 1, 1], "strides": [2, 2], "activation": "Relu",
-                "activation_attrs": "{}"},
-         reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5, name="relu"),
-    Case("portable.FusedConv", [rand(1, 4, 5, 5), rand(4, 2, 3, 3, seed=1)],
-         attrs={"group": 2, "activation": "LeakyRelu",
-                "activation_attrs": json.dumps({"alpha": 0.2})},
-         reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5,
-         name="grouped_leaky"),
+    _fused_conv("relu", [rand(2, 3, 6, 6), rand(4, 3, 3, 3, seed=1), rand(4, seed=2)], "Relu",
+                pads=[1, 1, 1, 1], strides=[2, 2]),
+    _fused_conv("grouped_leaky", [rand(1, 4, 5, 5), rand(4, 2, 3, 3, seed=1)], "LeakyRelu",
+                {"alpha": 0.2}, group=2),
     Case("portable.FusedConv", [rand(1, 3, 4, 4), rand(2, 3, 1, 1, seed=1)],
          reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5,
          name="pointwise_no_activation"),
     # bias, residual and clamp in one store: tiles with full vectors and ragged edges (81
     # columns, 7 rows), groups, and the 1x1 path that multiplies the input directly
-    Case("portable.FusedConv", [rand(2, 8, 9, 9), rand(7, 8, 3, 3, seed=1), rand(7, seed=2),
-                                rand(2, 7, 9, 9, seed=3)],
-         attrs={"pads": [1, 1, 1, 1], "activation": "Relu", "activation_attrs": "{}"},
-         reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5,
-         name="relu_residual"),
-    Case("portable.FusedConv", [rand(1, 8, 7, 7), rand(6, 4, 3, 3, seed=1), rand(6, seed=2),
-                                rand(1, 6, 7, 7, seed=3)],
-         attrs={"pads": [1, 1, 1, 1], "group": 2, "activation": "Clip",
-                "activation_attrs": json.dumps({"min": 0.0, "max": 0.5})},
-         reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5,
-         name="grouped_clip_residual"),
-    Case("portable.FusedConv", [rand(1, 20, 5, 5), rand(9, 20, 1, 1, seed=1), rand(9, seed=2),
-                                rand(1, 9, 5, 5, seed=3)],
-         attrs={"activation": "Clip", "activation_attrs": json.dumps({"max": 0.3})},
-         reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5,
-         name="pointwise_clip_max_residual"),
-    Case("portable.FusedConv", [rand(2, 20, 4, 5), rand(9, 20, 1, 1, seed=1), rand(9, seed=2)],
-         attrs={"activation": "Relu", "activation_attrs": "{}"},
-         reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5,
-         name="pointwise_relu_bias"),
-    Case("portable.FusedConv", [rand(1, 4, 6, 6), rand(4, 1, 3, 3, seed=1), rand(4, seed=2),
-                                rand(1, 4, 6, 6, seed=3)],
-         attrs={"pads": [1, 1, 1, 1], "group": 4, "activation": "Clip",
-                "activation_attrs": json.dumps({"min": 0.0, "max": 0.5})},
-         reference=_fused_conv_reference, grad=False, rtol=1e-5, atol=1e-5,
-         name="depthwise_clip_residual"),
+    _fused_conv("relu_residual", [rand(2, 8, 9, 9), rand(7, 8, 3, 3, seed=1), rand(7, seed=2),
+                                  rand(2, 7, 9, 9, seed=3)], "Relu", pads=[1, 1, 1, 1]),
+    _fused_conv("grouped_clip_residual", [rand(1, 8, 7, 7), rand(6, 4, 3, 3, seed=1),
+                                          rand(6, seed=2), rand(1, 6, 7, 7, seed=3)],
+                "Clip", {"min": 0.0, "max": 0.5}, pads=[1, 1, 1, 1], group=2),
+    _fused_conv("pointwise_clip_max_residual", [rand(1, 20, 5, 5), rand(9, 20, 1, 1, seed=1),
+                                                rand(9, seed=2), rand(1, 9, 5, 5, seed=3)],
+                "Clip", {"max": 0.3}),
+    _fused_conv("pointwise_relu_bias", [rand(2, 20, 4, 5), rand(9, 20, 1, 1, seed=1),
+                                        rand(9, seed=2)], "Relu"),
+    _fused_conv("depthwise_clip_residual", [rand(1, 4, 6, 6), rand(4, 1, 3, 3, seed=1),
+                                            rand(4, seed=2), rand(1, 4, 6, 6, seed=3)],
+                "Clip", {"min": 0.0, "max": 0.5}, pads=[1, 1, 1, 1], group=4),
     Case("portable.FusedGemm", [rand(3, 4), rand(5, 4, seed=1), rand(5, seed=2)],
          attrs={"transB": 1, "activation": "Sigmoid", "activation_attrs": "{}"},
          reference=_fused_gemm_reference, grad=False, name="sigmoid"),
