@@ -204,6 +204,41 @@ def test_max_pool_nan_and_infinity_as_argmax(seed):
     np.testing.assert_allclose(ours[0], theirs[0], **_tol(x.dtype))
 
 
+STRIDE_ONE_POOLS = [  # kernel, pads, dilations, (N, C, H, W)
+    ((3, 3), (1, 1, 1, 1), (1, 1), (3, 5, 7, 9)),    # as large as the input: whole-block passes
+    ((5, 5), (2, 2, 2, 2), (1, 1), (2, 4, 6, 6)),
+    ((3, 3), (2, 2, 2, 2), (2, 2), (2, 3, 8, 5)),    # dilated
+    ((3, 2), (0, 1, 2, 0), (1, 1), (2, 3, 6, 7)),    # pads on one side only
+    ((1, 1), (0, 0, 0, 0), (1, 1), (1, 2, 3, 4)),
+    ((3, 3), (1, 1, 1, 1), (1, 1), (4, 2, 2, 2)),    # planes smaller than the kernel
+    ((3, 3), (0, 0, 0, 0), (1, 1), (2, 3, 7, 6)),    # smaller output: plane by plane
+    ((3, 3), (1, 0, 0, 1), (1, 1), (2, 3, 5, 8)),    # fewer rows, as many columns
+]
+
+
+@pytest.mark.parametrize("kernel,pads,dilations,shape", STRIDE_ONE_POOLS)
+@pytest.mark.parametrize("loop", ["max_pool_serial", "max_pool_parallel"])
+def test_stride_one_max_pool_against_direct_loop(kernel, pads, dilations, shape, loop):
+    """Stride-1 pools take passes over whole planes or blocks of planes, whose shifts read
+    across row and plane ends at the edges: every window, edge ones included, against the
+    float64 direct loop, with NaN and -inf about, in both the serial and the parallel loop."""
+    from backends.numpy.jit import max_pool
+    from backends.numpy.jit.support import window_tuple
+
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[rng.random(x.size) < 0.05] = np.nan
+    x.reshape(-1)[rng.random(x.size) < 0.1] = -np.inf
+    attrs = _attrs("MaxPool", kernel_shape=list(kernel), pads=list(pads),
+                   dilations=list(dilations))
+    geom = pool_geometry(x.shape[2:], attrs)
+    want, _ = max_pool_reference(x.astype(np.float64), geom, 0)
+    y = np.full(x.shape[:2] + geom.out, 7, np.float32)
+    getattr(max_pool, loop)(x.reshape((-1,) + x.shape[2:]), y.reshape((-1,) + geom.out),
+                            window_tuple(geom))
+    np.testing.assert_array_equal(y, want.astype(np.float32))
+
+
 @pytest.mark.parametrize("kernel,shape,ceil_mode", [((2, 2), (3, 5, 24, 24), 0),
                                                     ((2, 2), (2, 3, 9, 7), 0),
                                                     ((3, 2), (2, 4, 10, 9), 0),
