@@ -239,6 +239,27 @@ def test_stride_one_max_pool_against_direct_loop(kernel, pads, dilations, shape,
     np.testing.assert_array_equal(y, want.astype(np.float32))
 
 
+@pytest.mark.parametrize("kernel,pads,dilations,shape", STRIDE_ONE_POOLS)
+@pytest.mark.parametrize("loop", ["average_pool_serial", "average_pool_parallel"])
+@pytest.mark.parametrize("include_pad", [0, 1])
+def test_stride_one_average_pool_against_direct_loop(kernel, pads, dilations, shape, loop,
+                                                     include_pad):
+    """The same stride-1 pools, averaged (the whole-block passes of a pool as large as its
+    input, and the divisors of its edge windows), against the float64 direct loop."""
+    from backends.numpy.jit import average_pool
+    from backends.numpy.jit.support import window_tuple
+
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    attrs = _attrs("AveragePool", kernel_shape=list(kernel), pads=list(pads),
+                   dilations=list(dilations), count_include_pad=include_pad)
+    geom = pool_geometry(x.shape[2:], attrs)
+    want = average_pool_reference(x.astype(np.float64), geom, include_pad)
+    y = np.full(x.shape[:2] + geom.out, 7, np.float32)
+    getattr(average_pool, loop)(x.reshape((-1,) + x.shape[2:]), y.reshape((-1,) + geom.out),
+                                geom.tail, bool(include_pad), window_tuple(geom))
+    np.testing.assert_allclose(y, want, **_tol(np.float32))
+
+
 @pytest.mark.parametrize("kernel,shape,ceil_mode", [((2, 2), (3, 5, 24, 24), 0),
                                                     ((2, 2), (2, 3, 9, 7), 0),
                                                     ((3, 2), (2, 4, 10, 9), 0),

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from backends.numpy.jit.support import (JIT, contiguous, floats, override, parallel, span,
-                                        window_tuple)
+from backends.numpy.jit.support import (JIT, contiguous, floats, inside_span, override,
+                                        parallel, same_size, span, window_tuple)
 from backends.xp.kernels.conv import average_pool as xp_average_pool
 from backends.xp.kernels.conv import average_pool_grad as xp_average_pool_grad
 from portable.ops.conv import pool_geometry
@@ -102,14 +102,97 @@ def _sum_planes(x, y, divisor, g, first, last):
 
 
 @numba.njit(**JIT)
+def _sum_same(x, y, divisor, g):
+    """``_sum_planes`` for a stride-1 pool as large as its input (Inception's 3x3 pools with
+    pads of 1), as ``max_pool._max_same`` takes the maximum: one add per kernel row down and
+    one per kernel column across, each over every plane at once, the edge rows and columns
+    (where a shift reads across a plane's or a row's end) summed again one by one; then one
+    pass over ``divisor``. The same adds in the same order as ``_sum_planes``. 576 planes of
+    14x14: 0.35-0.5 ms that way, 0.1-0.15 ms so."""
+    kh, kw, _, _, dh, dw, ph, pw = g
+    planes, height, width = x.shape
+    plane = height * width
+    size = planes * plane
+    flat_x, flat_y = x.reshape(size), y.reshape(size)
+    v = np.empty(size, x.dtype)  # (the input rows of each output row, summed)
+    _shifted_sum(flat_x, v, kh, dh, ph, width)
+    top, bottom = inside_span(kh, dh, ph, height)
+    for p in range(planes):
+        for oh in range(top):
+            _edge_row(flat_x, v, p * height, oh, kh, dh, ph, height, width)
+        for oh in range(bottom, height):
+            _edge_row(flat_x, v, p * height, oh, kh, dh, ph, height, width)
+    _shifted_sum(v, flat_y, kw, dw, pw, 1)
+    left, right = inside_span(kw, dw, pw, width)
+    for r in range(planes * height):
+        for ow in range(left):
+            flat_y[r * width + ow] = _edge_sum(v, r * width, ow, kw, dw, pw, width)
+        for ow in range(right, width):
+            flat_y[r * width + ow] = _edge_sum(v, r * width, ow, kw, dw, pw, width)
+    flat_d = divisor.reshape(plane)
+    for p in range(planes):
+        for i in range(plane):
+            flat_y[np.uint64(p * plane + i)] /= flat_d[np.uint64(i)]
+
+
+@numba.njit(**JIT)
+def _shifted_sum(source, out, taps, dilation, head, unit):
+    """out[i] = the sum of source[i + (j * dilation - head) * unit] over the taps j whose
+    index lies inside ``source`` (0 where none does), added in tap order."""
+    size = source.shape[0]
+    out[:] = 0
+    for j in range(taps):
+        shift = (j * dilation - head) * unit
+        for i in range(max(0, -shift), min(size, size - shift)):
+            out[np.uint64(i)] += source[np.uint64(i + shift)]
+
+
+@numba.njit(inline="always", **JIT)
+def _edge_row(flat_x, v, first_row, oh, kh, dh, ph, height, width):
+    """v's row oh of the plane starting at row ``first_row``: the sum of the input rows its
+    windows read inside the plane."""
+    at = (first_row + oh) * width
+    for w in range(width):
+        v[np.uint64(at + w)] = 0
+    for jh in range(kh):
+        ih = oh + jh * dh - ph
+        if 0 <= ih < height:
+            source = (first_row + ih) * width
+            for w in range(width):
+                v[np.uint64(at + w)] += flat_x[np.uint64(source + w)]
+
+
+@numba.njit(inline="always", **JIT)
+def _edge_sum(v, base, ow, kw, dw, pw, width):
+    """The sum over window ow's columns inside the row of ``v`` at ``base``."""
+    total = v.dtype.type(0)
+    for jw in range(kw):
+        iw = ow + jw * dw - pw
+        if 0 <= iw < width:
+            total += v[np.uint64(base + iw)]
+    return total
+
+
+@numba.njit(**JIT)
 def average_pool_serial(x, y, tail, include_pad, g):
     divisor = _divisors(y.shape[1], y.shape[2], x.shape[1:], tail, include_pad, g)
-    _sum_planes(x, y, divisor, g, 0, x.shape[0])
+    if same_size(x, y, g):
+        _sum_same(x, y, divisor, g)
+    else:
+        _sum_planes(x, y, divisor, g, 0, x.shape[0])
 
 
 @numba.njit(parallel=True, **JIT)
 def average_pool_parallel(x, y, tail, include_pad, g):
     divisor = _divisors(y.shape[1], y.shape[2], x.shape[1:], tail, include_pad, g)
+    if same_size(x, y, g):  # (blocks of planes, a few per thread)
+        blocks = min(x.shape[0], 16)
+        per = -(-x.shape[0] // blocks)
+        for b in numba.prange(blocks):
+            lo, hi = b * per, min(x.shape[0], (b + 1) * per)
+            if lo < hi:
+                _sum_same(x[lo:hi], y[lo:hi], divisor, g)
+        return
     for p in numba.prange(x.shape[0]):
         _sum_planes(x, y, divisor, g, p, p + 1)
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from backends.numpy.jit.support import (JIT, contiguous, direct_call, floats, override,
-                                        parallel, span, window_tuple)
+from backends.numpy.jit.support import (JIT, contiguous, direct_call, floats, inside_span,
+                                        override, parallel, same_size, span, window_tuple)
 from backends.xp.kernels.conv import max_pool as xp_max_pool
 from backends.xp.kernels.conv import max_pool_grad as xp_max_pool_grad
 from portable.ops.conv import pool_geometry
@@ -95,22 +95,14 @@ def _max_same(x, y, g, v):
     size = planes * height * width
     flat_x, flat_y = x.reshape(size), y.reshape(size)
     _shifted_max(flat_x, v, kh, dh, ph, width)
-    top, bottom = 0, height  # the rows whose windows lie wholly inside
-    for jh in range(kh):
-        lo, hi = span(jh * dh - ph, 1, height, height)
-        top, bottom = max(top, lo), min(bottom, hi)
-    bottom = max(top, bottom)
+    top, bottom = inside_span(kh, dh, ph, height)
     for p in range(planes):
         for oh in range(top):
             _edge_row(flat_x, v, p * height, oh, kh, dh, ph, height, width)
         for oh in range(bottom, height):
             _edge_row(flat_x, v, p * height, oh, kh, dh, ph, height, width)
     _shifted_max(v, flat_y, kw, dw, pw, 1)
-    left, right = 0, width  # the columns whose windows lie wholly inside
-    for jw in range(kw):
-        lo, hi = span(jw * dw - pw, 1, width, width)
-        left, right = max(left, lo), min(right, hi)
-    right = max(left, right)
+    left, right = inside_span(kw, dw, pw, width)
     for r in range(planes * height):
         for ow in range(left):
             flat_y[r * width + ow] = _edge_max(v, r * width, ow, kw, dw, pw, width)
@@ -178,14 +170,8 @@ def _column_spans(g, cols, width):
 
 
 @numba.njit(**JIT)
-def _same(x, y, g):
-    """Stride 1 and an output as large as the input."""
-    return g[2] == 1 and g[3] == 1 and x.shape[1:] == y.shape[1:]
-
-
-@numba.njit(**JIT)
 def max_pool_serial(x, y, g):
-    if _same(x, y, g):
+    if same_size(x, y, g):
         _max_same(x, y, g, np.empty(x.size, x.dtype))
         return
     spans = _column_spans(g, y.shape[2], x.shape[2])
@@ -196,7 +182,7 @@ def max_pool_serial(x, y, g):
 
 @numba.njit(parallel=True, **JIT)
 def max_pool_parallel(x, y, g):
-    if _same(x, y, g):  # (blocks of planes, a few per thread)
+    if same_size(x, y, g):  # (blocks of planes, a few per thread)
         blocks = min(x.shape[0], 16)
         per = -(-x.shape[0] // blocks)
         for b in numba.prange(blocks):

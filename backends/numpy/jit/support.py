@@ -182,3 +182,21 @@ def span(start: int, step: int, count: int, size: int) -> tuple[int, int]:
     last = size - 1 - start
     hi = 0 if last < 0 else min(count, last // step + 1)
     return lo, max(lo, hi)
+
+
+@numba.njit(**JIT)
+def same_size(x, y, g) -> bool:
+    """Whether a 2-D pool of planes x (P, H, W) into y at geometry ``g`` (``window_tuple``)
+    has stride 1 and an output as large as its input (a 3x3 pool with pads of 1)."""
+    return g[2] == 1 and g[3] == 1 and x.shape[1:] == y.shape[1:]
+
+
+@numba.njit(**JIT)
+def inside_span(kernel: int, dilation: int, head: int, size: int) -> tuple[int, int]:
+    """The outputs [lo, hi) along one axis of such a pool whose windows lie wholly inside
+    the input: the ones whose shifted reads stay inside their own row (plane)."""
+    lo, hi = 0, size
+    for j in range(kernel):
+        first, last = span(j * dilation - head, 1, size, size)
+        lo, hi = max(lo, first), min(hi, last)
+    return lo, max(lo, hi)
