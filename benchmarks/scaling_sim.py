@@ -40,6 +40,11 @@ compute, every gradient ready at once):
 * ``thread_peer``: a thread making one blocking call per bucket (``Allreduce``, or
   ``Reduce``/``Allreduce``/``Bcast``), as the stores' reducers do: the store's design with none
   of its bookkeeping (no negotiation, no engine op, no per-key work).
+* ``engine_peer``: the peer's loop driven by the store variant's engine ops (the same forward
+  and backward ops; an ``INLINE`` op per backward op hands its buckets to the program's
+  thread, which starts them and polls MPI meanwhile): what the store's machinery costs beside
+  hand-written calls in the same engine-driven step (``store_over_engine_peer``), apart from
+  what the engine ops cost beside the peer's bare sleeps (``engine_peer.over_peer``).
 * ``engine_only``: the emulated compute pushed to the engine with no store (its cost).
 
 Per variant: ``step_ms`` (median over timed steps of the slowest rank's step, with its IQR),
@@ -65,6 +70,7 @@ import argparse
 import faulthandler
 import json
 import os
+import queue
 import signal
 import statistics
 import subprocess
@@ -102,7 +108,7 @@ def worker(args: argparse.Namespace) -> None:
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: where a rank is
     import portable as pt
     from mpi4py import MPI
-    from portable.engine import get_engine
+    from portable.engine import INLINE, get_engine
 
     comm = MPI.COMM_WORLD.Dup()
     rank, p = comm.Get_rank(), comm.Get_size()
@@ -172,7 +178,10 @@ def worker(args: argparse.Namespace) -> None:
     peers = {"peer_flat": peers_mod.FlatPeer(comm.Dup(), MPI),
              "peer_hier": peers_mod.TwoLevelPeer(node, leaders, MPI),
              "thread_flat": peers_mod.ThreadPeer(flat_reduce),
-             "thread_hier": peers_mod.ThreadPeer(two_level_reduce)}
+             "thread_hier": peers_mod.ThreadPeer(two_level_reduce),
+             "engine_flat": peers_mod.FlatPeer(comm.Dup(), MPI),
+             "engine_hier": peers_mod.TwoLevelPeer(
+                 node.Dup(), leaders.Dup() if leaders != MPI.COMM_NULL else leaders, MPI)}
     poll_s = args.peer_poll_ms / 1e3
 
     def peer_step(peer, compute: bool) -> float:
@@ -189,11 +198,45 @@ def worker(args: argparse.Namespace) -> None:
         peer.finish()
         return time.perf_counter() - t0
 
+    def engine_peer_step(peer, compute: bool) -> float:
+        """The peer's loop driven by the store variant's engine ops: each backward op's
+        buckets are handed over by an op that reads its gradients (started in the thread
+        that finished backward's op, ``INLINE``), and started by the program's thread, which
+        polls MPI while it waits for them."""
+        if not compute:
+            return peer_step(peer, False)
+        t0 = time.perf_counter()
+        ready: queue.SimpleQueue = queue.SimpleQueue()
+        engine.push(sleeper(t0 + fwd_s), reads=[chain], writes=[chain], device=cpu,
+                    name="forward")
+        for (indices, _), deadline, spans in zip(ops, deadlines, ready_after):
+            produced = [grads[i]._var for i in indices]
+            engine.push(sleeper(t0 + deadline), reads=[chain], writes=[chain] + produced,
+                        device=cpu, name=f"backward[{indices[-1]}]")
+            if spans:
+                engine.push(lambda spans=spans: ready.put(spans), reads=produced,
+                            device=INLINE, name="buckets-ready")
+        started = 0
+        while started < len(buckets):
+            try:
+                spans = ready.get(timeout=poll_s)
+            except queue.Empty:
+                peer.progress()
+                continue
+            for start, stop in spans:
+                peer.start(flat_buffer[start:stop])
+            started += len(spans)
+        peer.finish()
+        engine.wait_all()
+        return time.perf_counter() - t0
+
     def run(variant: str, compute: bool) -> float:
         if variant == "engine_only":
             return store_step(None, [], True)
         if variant in stores:
             return store_step(*stores[variant], compute)
+        if variant.startswith("engine_"):
+            return engine_peer_step(peers[variant], compute)
         return peer_step(peers[variant], compute)
 
     # -- alternated rounds -----------------------------------------------------------------
@@ -315,7 +358,9 @@ def worker(args: argparse.Namespace) -> None:
         store, peer = f"store_{mode}", f"peer_{mode}"
         result = {"ranks": p, "mode": mode, "store_push": args.store_push[0],
                   **summary(store, peer), "peer": summary(peer),
-                  "thread_peer": summary(f"thread_{mode}", peer)}
+                  "thread_peer": summary(f"thread_{mode}", peer),
+                  "engine_peer": summary(f"engine_{mode}", peer)}
+        result["store_over_engine_peer"] = summary(store, f"engine_{mode}")["over_peer"]
         result["store_over_peer"] = result.pop("over_peer")
         others = {name.split("+")[1]: summary(name, peer) for name in stores
                   if name.startswith(store + "+")}

@@ -52,7 +52,9 @@ def test_every_config_has_sane_figures_for_store_and_peer(report):
         _sane(config)
         _sane(config["peer"])
         _sane(config["thread_peer"])
+        _sane(config["engine_peer"])
         assert config["store_over_peer"]["median"] > 0
+        assert config["store_over_engine_peer"]["median"] > 0
         assert config["buckets_per_step"] > 0  # the store did reduce, in fused buckets
     assert modes["hier"]["nodes"] == 2  # --node-size 2: two emulated nodes
 
