@@ -36,6 +36,7 @@ sys.path.insert(0, ROOT)
 # (label, op, input shape, attributes, weight shape for Conv); "+indices": MaxPool's two outputs;
 # LSTM/GRU: X's shape (T, B, input size), with bias and initial states, all outputs
 POOL_3X3_S2 = dict(kernel_shape=[3, 3], strides=[2, 2])
+POOL_3X3_SAME = dict(kernel_shape=[3, 3], pads=[1] * 4)  # stride 1, as large as its input
 CASES = [
     ("squeezenet1.0 maxpool", "MaxPool", (1, 96, 109, 109), POOL_3X3_S2, None),
     ("squeezenet1.0 maxpool+indices", "MaxPool", (1, 96, 109, 109), POOL_3X3_S2, None),
@@ -44,6 +45,10 @@ CASES = [
      None),
     ("shufflenet avgpool", "AveragePool", (1, 136, 28, 28), dict(POOL_3X3_S2, pads=[1] * 4),
      None),
+    ("inception_v1 maxpool s1", "MaxPool", (1, 832, 14, 14), POOL_3X3_SAME, None),
+    ("inception_v1 maxpool s1", "MaxPool", (1, 480, 28, 28), POOL_3X3_SAME, None),
+    ("inception_v2 avgpool s1", "AveragePool", (1, 576, 14, 14), POOL_3X3_SAME, None),
+    ("inception_v2 avgpool s1", "AveragePool", (1, 256, 28, 28), POOL_3X3_SAME, None),
     ("lenet maxpool b64", "MaxPool", (64, 6, 28, 28), dict(kernel_shape=[2, 2], strides=[2, 2]),
      None),
     ("lenet maxpool+indices b64", "MaxPool", (64, 6, 28, 28),
