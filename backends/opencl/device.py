@@ -9,11 +9,12 @@ so ``PORTABLE_OPENCL_DEVICE=nvidia`` makes ``opencl(0)`` the first NVIDIA device
 
 Device limits: what passes on a desktop (or on PoCL, a CPU) must also run on a phone GPU
 (Adreno, Mali): work-groups of at most 256 work-items (often fewer), at most 32 KB of local
-memory, no float64. ``PORTABLE_OPENCL_LIMITS`` (or ``impose_limits``) makes the backend behave
-as if the device had such limits: a profile name from ``PROFILES`` (``phone``, ``phone-small``)
-and/or ``key=value`` items, e.g. ``PORTABLE_OPENCL_LIMITS=phone,wg=128``. The runtime then
-checks every built kernel and every launch against the caps (``runtime``), and refuses any
-float64 kernel, naming the op.
+memory, no float64, at most 1024 bytes of kernel arguments (CL_DEVICE_MAX_PARAMETER_SIZE: the
+least a full-profile device may report; PoCL reports far more). ``PORTABLE_OPENCL_LIMITS``
+(or ``impose_limits``) makes the backend behave as if the device had such limits: a profile
+name from ``PROFILES`` (``phone``, ``phone-small``) and/or ``key=value`` items, e.g.
+``PORTABLE_OPENCL_LIMITS=phone,wg=128``. The runtime then checks every built kernel and every
+launch against the caps (``runtime``), and refuses any float64 kernel, naming the op.
 
 Example:
     >>> from backends.opencl.device import list_devices  # doctest: +SKIP
@@ -43,6 +44,7 @@ class Limits:
         max_work_group: work-items per work-group, at most.
         local_mem: bytes of ``__local`` memory a kernel may use, at most.
         fp64: False refuses every float64 kernel and array (phone GPUs have no cl_khr_fp64).
+        max_parameter: bytes of arguments a kernel may take, at most.
         gpu: True tunes as for a GPU (launch shapes, GEMM tiles) even on a CPU runtime, so the
             GPU code paths run on PoCL.
     """
@@ -52,21 +54,26 @@ class Limits:
     local_mem: int | None = None
     fp64: bool | None = None
     gpu: bool = False
+    max_parameter: int | None = None
 
 
 # Adreno 6xx/7xx and Mali-G7x: 256 work-items (Mali's 384 rounded down), 32 KB local memory.
-# phone-small: the tightest seen (older Mali, PowerVR): 64 work-items, 16 KB.
+# phone-small: the tightest seen (older Mali, PowerVR): 64 work-items, 16 KB. Both take
+# kernel arguments of 1024 bytes at most, the full profile's minimum, which they report.
 PROFILES = {
-    "phone": Limits("phone", max_work_group=256, local_mem=32 << 10, fp64=False, gpu=True),
+    "phone": Limits("phone", max_work_group=256, local_mem=32 << 10, fp64=False, gpu=True,
+                    max_parameter=1024),
     "phone-small": Limits("phone-small", max_work_group=64, local_mem=16 << 10, fp64=False,
-                          gpu=True),
+                          gpu=True, max_parameter=1024),
 }
-_KEYS = {"wg": "max_work_group", "local": "local_mem", "fp64": "fp64", "gpu": "gpu"}
+_KEYS = {"wg": "max_work_group", "local": "local_mem", "fp64": "fp64", "gpu": "gpu",
+         "param": "max_parameter"}
 
 
 def parse_limits(spec: str) -> Limits | None:
     """Limits from a ``PORTABLE_OPENCL_LIMITS`` value: profile names and ``key=value`` items
-    (keys ``wg``, ``local`` in bytes or with a ``k`` suffix, ``fp64``, ``gpu``), comma-separated,
+    (keys ``wg``, ``local`` in bytes or with a ``k`` suffix, ``fp64``, ``gpu``, ``param`` in
+    bytes), comma-separated,
     later items overriding earlier ones; ``""`` or ``"none"`` gives None.
 
     Example:
@@ -215,6 +222,8 @@ class CLDevice:
             half *storage* (vload_half/vstore_half) is core OpenCL and always is.
         max_work_group, local_mem: the most work-items per work-group and ``__local`` bytes
             per kernel (capped by ``limits``).
+        max_parameter: the most bytes of arguments a kernel may take (capped by ``limits``).
+        address_bytes: the size of a pointer argument on the device.
         limits: the Limits imposed on the device (``impose_limits``), or None.
     """
 
@@ -230,6 +239,8 @@ class CLDevice:
     local_mem: int
     compute_units: int
     global_mem: int
+    max_parameter: int = 1024
+    address_bytes: int = 8
     limits: Limits | None = None
 
     @classmethod
@@ -248,7 +259,9 @@ class CLDevice:
                    max_work_group=int(device.max_work_group_size),
                    local_mem=int(device.local_mem_size),
                    compute_units=int(device.max_compute_units),
-                   global_mem=int(device.global_mem_size))
+                   global_mem=int(device.global_mem_size),
+                   max_parameter=int(device.max_parameter_size),
+                   address_bytes=max(int(device.address_bits) // 8, 1))
 
     @classmethod
     def open_limited(cls, index: int, limits: Limits | str | None = None) -> "CLDevice":
@@ -273,7 +286,8 @@ class CLDevice:
         kinds = ["float32", "float16 storage"] + (["float64"] if self.fp64 else [])
         limited = "" if self.limits is None else (
             f", limits {self.limits.name}: work-groups <= {self.max_work_group}, "
-            f"local memory <= {self.local_mem >> 10} KB")
+            f"local memory <= {self.local_mem >> 10} KB, arguments <= {self.max_parameter} "
+            f"bytes")
         return (f"{self.name} ({self.device.version.strip()}, {self.compute_units} compute "
                 f"units, {self.global_mem >> 20} MiB, {', '.join(kinds)}{limited})")
 
@@ -285,7 +299,7 @@ class CLDevice:
 
 def impose_limits(device: CLDevice, limits: Limits | None = None, *,
                   max_work_group: int | None = None, local_mem: int | None = None,
-                  fp64: bool | None = None) -> CLDevice:
+                  fp64: bool | None = None, max_parameter: int | None = None) -> CLDevice:
     """A copy of ``device`` that behaves as if it had ``limits`` (and the keyword caps): each
     cap is the smaller of the device's own and the imposed one. Apply it before the device's
     ``Runtime`` is made (launch shapes and kernels are chosen from these values then).
@@ -297,10 +311,11 @@ def impose_limits(device: CLDevice, limits: Limits | None = None, *,
     """
     limits = dataclasses.replace(limits or Limits(), **{
         k: v for k, v in (("max_work_group", max_work_group), ("local_mem", local_mem),
-                          ("fp64", fp64)) if v is not None})
+                          ("fp64", fp64), ("max_parameter", max_parameter)) if v is not None})
     return dataclasses.replace(
         device, limits=limits,
         max_work_group=min(device.max_work_group, limits.max_work_group or device.max_work_group),
         local_mem=min(device.local_mem, limits.local_mem or device.local_mem),
+        max_parameter=min(device.max_parameter, limits.max_parameter or device.max_parameter),
         fp64=device.fp64 and limits.fp64 is not False,
         is_cpu=device.is_cpu and not limits.gpu)

@@ -2,20 +2,23 @@
 
 A phone GPU rejects, at build or launch time and with terse driver codes, what a desktop or
 PoCL accepts: a float64 kernel without cl_khr_fp64, a work-group larger than the device's (or
-the kernel's) maximum, more ``__local`` memory than it has. ``KernelLimits`` checks each of
+the kernel's) maximum, more ``__local`` memory than it has, more bytes of kernel arguments than
+its CL_DEVICE_MAX_PARAMETER_SIZE. ``KernelLimits`` checks each of
 these where the backend can name what is at fault, so that the same checks run on PoCL under a
 phone profile (``PORTABLE_OPENCL_LIMITS=phone``) prove the caps hold:
 
 - before a kernel is first built: a source that computes in double is refused when the device
   has no float64, naming the op and the dtype;
 - after it is built: its ``__local`` bytes (CL_KERNEL_LOCAL_MEM_SIZE) must fit the device's
-  local memory; its own work-group maximum (CL_KERNEL_WORK_GROUP_SIZE, lower than the device's
-  for kernels heavy in registers) is recorded;
+  local memory, and its arguments (pointers of the device's address size, scalars and vectors
+  of their own, from the signature) the device's parameter size; its own work-group maximum
+  (CL_KERNEL_WORK_GROUP_SIZE, lower than the device's for kernels heavy in registers) is
+  recorded;
 - at each launch: the work-group must fit both; a 1-D launch shrinks to fit (kernels check
   their bounds), a shaped one is refused.
 
-``stats`` keeps the largest work-group launched and the largest ``__local`` use built, which
-tests compare with the caps.
+``stats`` keeps the largest work-group launched, the largest ``__local`` use and the largest
+argument list built, which tests compare with the caps.
 
 No kernel of this backend declares ``__local`` memory today (GEMM keeps its tiles in registers,
 reductions and pooling walk their windows per work-item), so none has a tile to size; one that
@@ -29,6 +32,8 @@ import math
 import re
 import threading
 from typing import Any, Sequence
+
+import numpy as np
 
 from portable.errors import BackendError
 
@@ -47,15 +52,17 @@ class KernelLimits:
 
     Attributes:
         stats: ``work_group`` (largest launched), ``local_mem`` (largest ``__local`` bytes of
-            a built kernel), ``kernels`` (kernels checked), ``shrunk`` (1-D launches whose
-            work-group was cut to a kernel's own maximum).
+            a built kernel), ``parameters`` (largest argument bytes of a built kernel),
+            ``kernels`` (kernels checked), ``shrunk`` (1-D launches whose work-group was cut to
+            a kernel's own maximum).
     """
 
     def __init__(self, device: Any) -> None:
         self.device = device
         self._local = threading.local()
         self._kernel_max: dict[Any, int] = {}
-        self.stats = {"work_group": 0, "local_mem": 0, "kernels": 0, "shrunk": 0}
+        self.stats = {"work_group": 0, "local_mem": 0, "parameters": 0, "kernels": 0,
+                      "shrunk": 0}
 
     # -- which op is running (errors name it) -------------------------------------------------
     @property
@@ -79,9 +86,16 @@ class KernelLimits:
                 f"support (no cl_khr_fp64): run float64 work on the cpu device, or cast it "
                 f"to float32")
 
-    def check(self, kernel: Any, name: str) -> None:
-        """Check a freshly built kernel's ``__local`` memory; record its work-group maximum."""
+    def check(self, kernel: Any, name: str, arguments: Sequence[Any]) -> None:
+        """Check a freshly built kernel's ``__local`` memory and argument bytes (``arguments``:
+        per argument None for a pointer, else its dtype); record its work-group maximum."""
         import pyopencl as cl
+
+        parameters = sum(self.device.address_bytes if dtype is None else
+                         np.dtype(dtype).itemsize for dtype in arguments)
+        if parameters > self.device.max_parameter:
+            raise BackendError(f"{self._where(name)} takes {parameters} bytes of arguments; "
+                               f"{self.device.label} allows {self.device.max_parameter}")
 
         info = cl.kernel_work_group_info
         local = int(kernel.get_work_group_info(info.LOCAL_MEM_SIZE, self.device.device))
@@ -91,6 +105,7 @@ class KernelLimits:
                                f"{self.device.label} has {self.device.local_mem}")
         self.stats["kernels"] += 1
         self.stats["local_mem"] = max(self.stats["local_mem"], local)
+        self.stats["parameters"] = max(self.stats["parameters"], parameters)
         self._kernel_max[kernel] = min(most, self.device.max_work_group)
 
     # -- launches -------------------------------------------------------------------------------

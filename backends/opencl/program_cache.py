@@ -77,10 +77,11 @@ class ProgramCache:
     """
 
     def __init__(self, device: Any, vet: Callable[[str, str], None] | None = None,
-                 check: Callable[[Any, str], None] | None = None) -> None:
+                 check: Callable[[Any, str, list], None] | None = None) -> None:
         self.device = device
         # Hooks the runtime sets: ``vet(source, name)`` before a kernel is first built
-        # (refuses what the device cannot run), ``check(kernel, name)`` after (its resources).
+        # (refuses what the device cannot run), ``check(kernel, name, arguments)`` after (its
+        # resources; ``arguments``: per argument None for a pointer, else its dtype).
         self.vet, self.check = vet, check
         self._programs: dict[str, Any] = {}
         self._kernels: dict[tuple[str, str], Any] = {}
@@ -126,9 +127,10 @@ class ProgramCache:
             if self.vet is not None:
                 self.vet(source, name)
             kernel = cl.Kernel(self.program(source, options), name)
-            kernel.set_scalar_arg_dtypes(argument_dtypes(source, name))
+            arguments = argument_dtypes(source, name)
+            kernel.set_scalar_arg_dtypes(arguments)
             if self.check is not None:
-                self.check(kernel, name)
+                self.check(kernel, name, arguments)
             self._kernels[key] = kernel
         self._by_text[(source, name, options)] = kernel
         return kernel

@@ -50,8 +50,9 @@ def test_limits_parse_and_cap_below_the_device():
     pytest.importorskip("pyopencl")
     from backends.opencl.device import CLDevice, impose_limits, parse_limits
 
-    limits = parse_limits("phone,wg=128,local=8k")
+    limits = parse_limits("phone,wg=128,local=8k,param=512")
     assert (limits.max_work_group, limits.local_mem, limits.fp64) == (128, 8192, False)
+    assert limits.max_parameter == 512 and parse_limits("phone").max_parameter == 1024
     assert parse_limits("") is None and parse_limits("none") is None
     with pytest.raises(BackendError, match="unknown profile 'tablet'"):
         parse_limits("tablet")
@@ -64,6 +65,7 @@ def test_limits_parse_and_cap_below_the_device():
     capped = impose_limits(real, limits)
     assert capped.max_work_group == min(128, real.max_work_group)
     assert capped.local_mem == min(8192, real.local_mem)
+    assert capped.max_parameter == min(512, real.max_parameter)
     assert capped.fp64 is False and not capped.is_cpu
     assert "limits phone" in capped.label
     # a cap above the device's own keeps the device's
@@ -125,6 +127,37 @@ def test_work_groups_over_the_cap_shrink_or_are_refused(phone_small):
     runtime.finish()
     np.testing.assert_array_equal(backend.to_numpy(x), np.arange(300, dtype=np.float32))
     assert runtime.limits.stats["shrunk"] >= 1
+
+
+_ARGUMENTS = """__kernel void axpb(const int n, const float4 ab, __global const float* x,
+                                   __global float* y) {
+  const int i = get_global_id(0);
+  if (i < n) y[i] = ab.x * x[i] + ab.y; }"""
+
+
+def test_a_kernel_over_the_argument_bytes_cap_is_refused():
+    """Its arguments (4 + 16 + two pointers) against CL_DEVICE_MAX_PARAMETER_SIZE, counted
+    from the signature at build: one byte under them is refused, naming the kernel and both
+    sizes; exactly them builds and computes."""
+    device = opencl_device()
+    import pyopencl.cltypes as cltypes
+
+    pointers = 2 * device.backend.runtime.device.address_bytes
+    needed = 4 + 16 + pointers
+    with device.backend.limited(f"phone-small,param={needed - 1}") as backend:
+        with pytest.raises(BackendError, match=rf"'axpb' takes {needed} bytes of arguments; "
+                                               rf".*allows {needed - 1}"):
+            backend.runtime.kernel(_ARGUMENTS, "axpb")
+    with device.backend.limited(f"phone-small,param={needed}") as backend:
+        runtime = backend.runtime
+        kernel = runtime.kernel(_ARGUMENTS, "axpb")
+        host = np.arange(100, dtype=np.float32)
+        x, y = backend.from_numpy(host), backend.empty((100,), np.float32)
+        ab = cltypes.make_float4(2.0, 1.0, 0.0, 0.0)
+        runtime.launch1d(kernel, 100, np.int32(100), ab, x.buffer, y.buffer)
+        runtime.finish()
+        np.testing.assert_array_equal(backend.to_numpy(y), 2 * host + 1)
+        assert runtime.limits.stats["parameters"] == needed
 
 
 def test_a_float64_kernel_is_refused_naming_the_op(phone_small):
@@ -196,6 +229,7 @@ def test_op_table_under_the_tightest_caps(case, phone_small):
     _compare(got, want, case.id)
     stats = device.backend.runtime.limits.stats
     assert stats["work_group"] <= 64 and stats["local_mem"] <= 16384, stats
+    assert stats["parameters"] <= 1024, stats
 
 
 @pytest.mark.parametrize("name", ["resnet50", "shufflenet"] + (
@@ -208,3 +242,4 @@ def test_light_model_under_phone_caps(phone, name):
     test_models.test_light_model_matches_numpy_in_every_value(phone, name)
     stats = phone.backend.runtime.limits.stats
     assert 0 < stats["work_group"] <= 256 and stats["local_mem"] <= 32768, stats
+    assert 0 < stats["parameters"] <= 1024, stats
