@@ -149,15 +149,23 @@ def worker(args: argparse.Namespace) -> None:
     def sleeper(deadline: float):
         return lambda: peers_mod.sleep_until(deadline)
 
+    def push_compute(t0: float, handed=None) -> None:
+        """The emulated forward and backward as engine ops; ``handed(spans)`` runs as each
+        backward op's buckets exist (``INLINE``, in the thread that finished the op)."""
+        engine.push(sleeper(t0 + fwd_s), reads=[chain], writes=[chain], device=cpu,
+                    name="forward")
+        for (indices, _), deadline, spans in zip(ops, deadlines, ready_after):
+            produced = [grads[i]._var for i in indices]
+            engine.push(sleeper(t0 + deadline), reads=[chain], writes=[chain] + produced,
+                        device=cpu, name=f"backward[{indices[-1]}]")
+            if handed is not None and spans:
+                engine.push(lambda spans=spans: handed(spans), reads=produced, device=INLINE,
+                            name="buckets-ready")
+
     def store_step(kv, groups: list[list[int]], compute: bool) -> float:
         t0 = time.perf_counter()
         if compute:
-            engine.push(sleeper(t0 + fwd_s), reads=[chain], writes=[chain], device=cpu,
-                        name="forward")
-            for (indices, _), deadline in zip(ops, deadlines):
-                engine.push(sleeper(t0 + deadline), reads=[chain],
-                            writes=[chain] + [grads[i]._var for i in indices], device=cpu,
-                            name=f"backward[{indices[-1]}]")
+            push_compute(t0)
         push_cpu = time.thread_time()
         for group in groups:
             if len(group) == 1:
@@ -199,23 +207,13 @@ def worker(args: argparse.Namespace) -> None:
         return time.perf_counter() - t0
 
     def engine_peer_step(peer, compute: bool) -> float:
-        """The peer's loop driven by the store variant's engine ops: each backward op's
-        buckets are handed over by an op that reads its gradients (started in the thread
-        that finished backward's op, ``INLINE``), and started by the program's thread, which
-        polls MPI while it waits for them."""
+        """The peer's loop driven by the store variant's engine ops: the program's thread
+        starts each backward op's buckets once handed them, polling MPI meanwhile."""
         if not compute:
             return peer_step(peer, False)
         t0 = time.perf_counter()
         ready: queue.SimpleQueue = queue.SimpleQueue()
-        engine.push(sleeper(t0 + fwd_s), reads=[chain], writes=[chain], device=cpu,
-                    name="forward")
-        for (indices, _), deadline, spans in zip(ops, deadlines, ready_after):
-            produced = [grads[i]._var for i in indices]
-            engine.push(sleeper(t0 + deadline), reads=[chain], writes=[chain] + produced,
-                        device=cpu, name=f"backward[{indices[-1]}]")
-            if spans:
-                engine.push(lambda spans=spans: ready.put(spans), reads=produced,
-                            device=INLINE, name="buckets-ready")
+        push_compute(t0, ready.put)
         started = 0
         while started < len(buckets):
             try:
