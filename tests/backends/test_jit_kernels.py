@@ -239,6 +239,38 @@ def test_stride_one_max_pool_against_direct_loop(kernel, pads, dilations, shape,
     np.testing.assert_array_equal(y, want.astype(np.float32))
 
 
+STRIDE_TWO_POOLS = [  # kernel, pads, dilations, (N, C, H, W); rows of 64 or more: halves
+    ((3, 3), (0, 0, 0, 0), (1, 1), (1, 3, 11, 65)),  # odd width: the even half is longer
+    ((3, 3), (1, 1, 1, 1), (1, 1), (2, 2, 6, 64)),   # a column before the row's start
+    ((3, 3), (2, 2, 2, 2), (2, 2), (1, 2, 9, 66)),   # dilated
+    ((2, 2), (0, 1, 1, 0), (1, 1), (2, 2, 7, 67)),   # pads on one side only
+    ((5, 5), (2, 2, 2, 2), (1, 1), (1, 2, 6, 64)),
+    ((3, 3), (1, 1, 1, 1), (1, 1), (1, 2, 5, 9)),    # a short row: no halves
+]
+
+
+@pytest.mark.parametrize("kernel,pads,dilations,shape", STRIDE_TWO_POOLS)
+@pytest.mark.parametrize("loop", ["max_pool_serial", "max_pool_parallel"])
+def test_stride_two_max_pool_against_direct_loop(kernel, pads, dilations, shape, loop):
+    """At stride 2 a wide reduced row is split into its even and odd halves first: every
+    window, from either half and at either end, against the float64 direct loop."""
+    from backends.numpy.jit import max_pool
+    from backends.numpy.jit.support import window_tuple
+
+    rng = np.random.default_rng(sum(shape) + 2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[rng.random(x.size) < 0.05] = np.nan
+    x.reshape(-1)[rng.random(x.size) < 0.1] = -np.inf
+    attrs = _attrs("MaxPool", kernel_shape=list(kernel), strides=[2, 2], pads=list(pads),
+                   dilations=list(dilations))
+    geom = pool_geometry(x.shape[2:], attrs)
+    want, _ = max_pool_reference(x.astype(np.float64), geom, 0)
+    y = np.full(x.shape[:2] + geom.out, 7, np.float32)
+    getattr(max_pool, loop)(x.reshape((-1,) + x.shape[2:]), y.reshape((-1,) + geom.out),
+                            window_tuple(geom))
+    np.testing.assert_array_equal(y, want.astype(np.float32))
+
+
 @pytest.mark.parametrize("kernel,pads,dilations,shape", STRIDE_ONE_POOLS)
 @pytest.mark.parametrize("loop", ["average_pool_serial", "average_pool_parallel"])
 @pytest.mark.parametrize("include_pad", [0, 1])
