@@ -218,3 +218,35 @@ def pipeline(profile: Profile, ranks: int, bucket_bytes: float, alpha_us: float,
             "comm_ms": round(comm_ms, 3),
             "hidden_fraction": round(1 - exposed / comm_ms, 4) if comm_ms > 0 else 1.0,
             "buckets": len(buckets)}
+
+
+def estimate(full: Profile, ranks: int, bucket_mbs: list[float], gbps: float,
+             latency_us: float, rounds_per_step: float | None = None,
+             measured_at: int | None = None) -> dict:
+    """The alpha-beta estimate at ``ranks`` of the unscaled profile ``full`` for each bucket
+    size, with its assumptions stated (``store``: with the negotiation rounds per step
+    measured in the flat run at ``measured_at`` ranks)."""
+    out = {"ranks": ranks,
+           "assumptions": {
+               "allreduce": "ring: 2(p-1)/p*n*beta + 2(p-1)*alpha per bucket",
+               "network": f"{gbps:g} Gb/s per link, {latency_us:g} us latency "
+                          f"(replacing this machine's loopback); one rank per NIC",
+               "overlap": "buckets reduced one at a time, each once backward produced its "
+                          "last gradient; forward does not overlap communication",
+               "profile": full.source + " (unscaled: full tensor sizes and times)",
+               "compute_ms": round(full.compute_ms, 2),
+               "gradients_mb": round(sum(t["numel"] for t in full.tensors) * 4 / 2**20, 1),
+               "store": f"as the peer, plus one negotiation per round ({rounds_per_step} "
+                        f"per step, as measured in the {measured_at}-rank flat run), by "
+                        f"recursive doubling: ceil(log2 p)*alpha each",
+               "left_out": "host CPU (Python) time of either side, and contention between "
+                           "the ranks sharing a node's network link"},
+           "estimates": {}}
+    for mb in bucket_mbs:
+        name = f"bucket_{mb:g}mb"
+        out["estimates"][name] = {
+            "peer": pipeline(full, ranks, mb * 2**20, latency_us, gbps)}
+        if rounds_per_step is not None:
+            out["estimates"][name]["store"] = pipeline(full, ranks, mb * 2**20, latency_us,
+                                                       gbps, rounds_per_step)
+    return out

@@ -381,39 +381,6 @@ def worker(args: argparse.Namespace) -> None:
         **extra}), flush=True)
 
 
-def estimate(args: argparse.Namespace, rounds_per_step: float | None,
-             measured_at: int | None) -> dict:
-    """The alpha-beta estimate at ``--model-ranks`` of the unscaled profile (``store``: with
-    the negotiation rounds per step measured in the flat run at ``measured_at`` ranks)."""
-    full = model.load_profile(args.profile, args.step_ms)
-    out = {"ranks": args.model_ranks,
-           "assumptions": {
-               "allreduce": "ring: 2(p-1)/p*n*beta + 2(p-1)*alpha per bucket",
-               "network": f"{args.net_gbps:g} Gb/s per link, {args.net_latency_us:g} us latency "
-                          f"(replacing this machine's loopback); one rank per NIC",
-               "overlap": "buckets reduced one at a time, each once backward produced its "
-                          "last gradient; forward does not overlap communication",
-               "profile": full.source + " (unscaled: full tensor sizes and times)",
-               "compute_ms": round(full.compute_ms, 2),
-               "gradients_mb": round(sum(t["numel"] for t in full.tensors) * 4 / 2**20, 1),
-               "store": f"as the peer, plus one negotiation per round ({rounds_per_step} "
-                        f"per step, as measured in the {measured_at}-rank flat run), by "
-                        f"recursive doubling: ceil(log2 p)*alpha each",
-               "left_out": "host CPU (Python) time of either side, and contention between "
-                           "the ranks sharing a node's network link"},
-           "estimates": {}}
-    for mb in sorted({args.bucket_mb / args.size_scale, ACROSS_MACHINES_BUCKET_MB}):
-        name = f"bucket_{mb:g}mb"
-        out["estimates"][name] = {
-            "peer": model.pipeline(full, args.model_ranks, mb * 2**20, args.net_latency_us,
-                                   args.net_gbps)}
-        if rounds_per_step is not None:
-            out["estimates"][name]["store"] = model.pipeline(
-                full, args.model_ranks, mb * 2**20, args.net_latency_us, args.net_gbps,
-                rounds_per_step)
-    return out
-
-
 def plot(results: list[dict], path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -516,8 +483,12 @@ def main() -> None:
               "peer_poll_ms": args.peer_poll_ms, "store_push": args.store_push,
               "rounds": args.rounds, "steps": args.steps,
               "results": results,
-              "model": estimate(args, flat_top["rounds_per_step"] if flat_top else None,
-                                flat_top["ranks"] if flat_top else None)}
+              "model": model.estimate(
+                  full, args.model_ranks,
+                  sorted({args.bucket_mb / args.size_scale, ACROSS_MACHINES_BUCKET_MB}),
+                  args.net_gbps, args.net_latency_us,
+                  flat_top["rounds_per_step"] if flat_top else None,
+                  flat_top["ranks"] if flat_top else None)}
     if at16:  # issue 19: the store at least as efficient as the hand-written loop at 16 ranks
         report["target_16_ranks"] = {"store_over_peer": at16,
                                      "met": all(ratio >= 1.0 for ratio in at16.values())}
