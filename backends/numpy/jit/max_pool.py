@@ -53,7 +53,7 @@ def _max_plane(x, y, g, row, spans, halves):
     then each window takes the maximum of its columns of that row (``spans``: per kernel
     column, the windows that read it inside). Max is exact and NaN wins whatever the order,
     so this is the xp kernel's answer; a window wholly in the padding stays -inf, as there.
-    ``row`` is scratch of the plane's width."""
+    ``row`` is scratch of the plane's width, ``halves`` of (2, ceil(width / 2))."""
     kh, kw, sh, sw, dh, dw, ph, pw = g
     height, width = x.shape
     rows = y.shape[0]
