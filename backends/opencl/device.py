@@ -73,8 +73,8 @@ _KEYS = {"wg": "max_work_group", "local": "local_mem", "fp64": "fp64", "gpu": "g
 def parse_limits(spec: str) -> Limits | None:
     """Limits from a ``PORTABLE_OPENCL_LIMITS`` value: profile names and ``key=value`` items
     (keys ``wg``, ``local`` in bytes or with a ``k`` suffix, ``fp64``, ``gpu``, ``param`` in
-    bytes), comma-separated,
-    later items overriding earlier ones; ``""`` or ``"none"`` gives None.
+    bytes), comma-separated, later items overriding earlier ones; ``""`` or ``"none"`` gives
+    None.
 
     Example:
         >>> parse_limits("phone,wg=64").max_work_group

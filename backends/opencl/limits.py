@@ -3,9 +3,9 @@
 A phone GPU rejects, at build or launch time and with terse driver codes, what a desktop or
 PoCL accepts: a float64 kernel without cl_khr_fp64, a work-group larger than the device's (or
 the kernel's) maximum, more ``__local`` memory than it has, more bytes of kernel arguments than
-its CL_DEVICE_MAX_PARAMETER_SIZE. ``KernelLimits`` checks each of
-these where the backend can name what is at fault, so that the same checks run on PoCL under a
-phone profile (``PORTABLE_OPENCL_LIMITS=phone``) prove the caps hold:
+its CL_DEVICE_MAX_PARAMETER_SIZE. ``KernelLimits`` checks each of these where the backend can
+name what is at fault, so that the same checks run on PoCL under a phone profile
+(``PORTABLE_OPENCL_LIMITS=phone``) prove the caps hold:
 
 - before a kernel is first built: a source that computes in double is refused when the device
   has no float64, naming the op and the dtype;

@@ -222,16 +222,21 @@ def test_stride_one_max_pool_against_direct_loop(kernel, pads, dilations, shape,
     """Stride-1 pools take passes over whole planes or blocks of planes, whose shifts read
     across row and plane ends at the edges: every window, edge ones included, against the
     float64 direct loop, with NaN and -inf about, in both the serial and the parallel loop."""
+    _max_pool_loop_against_direct_loop(loop, shape, sum(shape), kernel_shape=list(kernel),
+                                       pads=list(pads), dilations=list(dilations))
+
+
+def _max_pool_loop_against_direct_loop(loop: str, shape: tuple, seed: int, **given) -> None:
+    """The compiled MaxPool ``loop`` on planes of a random x (NaN and -inf about) equals the
+    float64 direct loop in every window."""
     from backends.numpy.jit import max_pool
     from backends.numpy.jit.support import window_tuple
 
-    rng = np.random.default_rng(sum(shape))
+    rng = np.random.default_rng(seed)
     x = rng.standard_normal(shape).astype(np.float32)
     x.reshape(-1)[rng.random(x.size) < 0.05] = np.nan
     x.reshape(-1)[rng.random(x.size) < 0.1] = -np.inf
-    attrs = _attrs("MaxPool", kernel_shape=list(kernel), pads=list(pads),
-                   dilations=list(dilations))
-    geom = pool_geometry(x.shape[2:], attrs)
+    geom = pool_geometry(x.shape[2:], _attrs("MaxPool", **given))
     want, _ = max_pool_reference(x.astype(np.float64), geom, 0)
     y = np.full(x.shape[:2] + geom.out, 7, np.float32)
     getattr(max_pool, loop)(x.reshape((-1,) + x.shape[2:]), y.reshape((-1,) + geom.out),
@@ -254,21 +259,9 @@ STRIDE_TWO_POOLS = [  # kernel, pads, dilations, (N, C, H, W); rows of 64 or mor
 def test_stride_two_max_pool_against_direct_loop(kernel, pads, dilations, shape, loop):
     """At stride 2 a wide reduced row is split into its even and odd halves first: every
     window, from either half and at either end, against the float64 direct loop."""
-    from backends.numpy.jit import max_pool
-    from backends.numpy.jit.support import window_tuple
-
-    rng = np.random.default_rng(sum(shape) + 2)
-    x = rng.standard_normal(shape).astype(np.float32)
-    x.reshape(-1)[rng.random(x.size) < 0.05] = np.nan
-    x.reshape(-1)[rng.random(x.size) < 0.1] = -np.inf
-    attrs = _attrs("MaxPool", kernel_shape=list(kernel), strides=[2, 2], pads=list(pads),
-                   dilations=list(dilations))
-    geom = pool_geometry(x.shape[2:], attrs)
-    want, _ = max_pool_reference(x.astype(np.float64), geom, 0)
-    y = np.full(x.shape[:2] + geom.out, 7, np.float32)
-    getattr(max_pool, loop)(x.reshape((-1,) + x.shape[2:]), y.reshape((-1,) + geom.out),
-                            window_tuple(geom))
-    np.testing.assert_array_equal(y, want.astype(np.float32))
+    _max_pool_loop_against_direct_loop(loop, shape, sum(shape) + 2, kernel_shape=list(kernel),
+                                       strides=[2, 2], pads=list(pads),
+                                       dilations=list(dilations))
 
 
 @pytest.mark.parametrize("kernel,pads,dilations,shape", STRIDE_ONE_POOLS)

@@ -6,8 +6,9 @@ input channel per group) run the direct kernel instead, where im2col would copy 
 K times for a handful of multiply-adds. Through the GEMM the bias (and a FusedConv's residual
 and Relu or Clip) are added in its store (``gemm.Epilogue``), not in passes over Y.
 ConvTranspose is GEMM to columns then col2im in gather form (each output element sums the
-columns that reach it: no atomics), with the bias folded in. ConvGradWeight is im2col laid out (C*K, N*out) times dY as (M, N*out): one GEMM
-per group that sums over images and windows together.
+columns that reach it: no atomics), with the bias folded in. ConvGradWeight is im2col laid
+out (C*K, N*out) times dY as (M, N*out): one GEMM per group that sums over images and windows
+together.
 """
 from __future__ import annotations
 
