@@ -4,6 +4,10 @@
   readers read the input instead.
 - ``FOLD_INTO_CONV``: an inference-mode BatchNormalization, or a Mul or Add by a per-channel
   constant, after a Conv with constant weights is folded into the Conv's weights and bias.
+- ``BATCH_NORM_AS_AFFINE``: an inference-mode BatchNormalization left over (not after a Conv:
+  DenseNet's and pre-activation ResNets' BatchNormalization -> Relu before each Conv) becomes
+  a Mul and an Add by per-channel constants, which the elementwise fusion then runs in one
+  pass together with the Mul, Add and activation that follow it.
 - ``FUSE_ACTIVATIONS``: Conv or Gemm followed by an activation (an elementwise op that may run
   in place on its input, whose other inputs are absent or constant scalars in optional slots:
   Clip(0, 6), MobileNet's ReLU6) becomes ``portable.FusedConv`` / ``portable.FusedGemm``;
@@ -163,6 +167,35 @@ FOLD_INTO_CONV = (
          _fold_batch_norm),
     *_conv_then("Mul"),
     *_conv_then("Add"),
+)
+
+def _batch_norm_as_affine(m: Match) -> Rewrite | None:
+    """BN(x) = x * k + (bias - mean * k), k = scale / sqrt(var + epsilon): the BatchNormalization
+    kernel's own inference formula, computed here in the same dtype (float32 or float64 only,
+    where its statistics type is the input's), so the Mul and Add give the kernel's results
+    bit for bit."""
+    bn = m["bn"]
+    x = m.type(bn.inputs[0])
+    if (bn.attrs.get("training_mode", 0) or any(o and m.readers(o) for o in bn.outputs[1:])
+            or x.dtype not in (np.dtype(np.float32), np.dtype(np.float64)) or len(x.shape) < 2):
+        return None
+    params = [m.const(name) for name in bn.inputs[1:5]]
+    if any(p is None or p.dtype != x.dtype or p.ndim != 1 for p in params):
+        return None
+    scale, bias, mean, var = params
+    epsilon = registry.get("BatchNormalization").resolve_attrs(bn)["epsilon"]
+    k = scale / np.sqrt(var + epsilon)
+    shape = (-1,) + (1,) * (len(x.shape) - 2)  # (broadcasts along the channel axis)
+    k_name, shift_name = m.fresh(f"{bn.name}/scale"), m.fresh(f"{bn.name}/shift")
+    scaled = m.fresh(f"{bn.name}/scaled")
+    nodes = [Node("Mul", (bn.inputs[0], k_name), (scaled,), {}, f"{bn.name}/mul"),
+             Node("Add", (scaled, shift_name), (bn.outputs[0],), {}, f"{bn.name}/add")]
+    return Rewrite(nodes, {k_name: k.reshape(shape), shift_name: (bias - mean * k).reshape(shape)})
+
+
+BATCH_NORM_AS_AFFINE = (
+    Rule("batch-norm-as-affine", Pattern("BatchNormalization", name="bn"),
+         _batch_norm_as_affine),
 )
 
 # -- fuse activations into Conv and Gemm -----------------------------------------------------

@@ -142,3 +142,54 @@ def test_remaining_convs_run_as_fused_convs():
     x = e.input("x", (1, 3, 4, 4))
     expected = e.build([e.op("portable.FusedConv", x, e.const(w), strides=[2, 2])])
     assert_graphs_equal(rewrite(before, rules.SELECT_FUSED_CONV), expected)
+
+
+def _pre_activation(dtype=np.float32, training_mode=0, params_as_inputs=False):
+    """DenseNet's pre-activation block: BatchNormalization, a per-channel Mul and Add (Caffe's
+    Scale layer), Relu, then a Conv; ``params`` are the BatchNormalization's four."""
+    rng = np.random.default_rng(1)
+    scale, beta, mean = (rng.standard_normal(6).astype(dtype) for _ in range(3))
+    var = (np.abs(rng.standard_normal(6)) + 0.5).astype(dtype)
+    b = GraphBuilder("pre-activation")
+    x = b.input("x", (2, 6, 5, 5), dtype)
+    params = ([b.input(f"p{i}", (6,), dtype) for i in range(4)] if params_as_inputs
+              else [b.const(v) for v in (scale, beta, mean, var)])
+    y = b.op("BatchNormalization", x, *params, epsilon=1e-3, training_mode=training_mode)
+    y = b.op("Mul", y, b.const(rng.standard_normal((6, 1, 1)).astype(dtype)))
+    y = b.op("Relu", b.op("Add", y, b.const(rng.standard_normal((6, 1, 1)).astype(dtype))))
+    y = b.op("Conv", y, b.const(rng.standard_normal((3, 6, 1, 1)).astype(dtype)))
+    return b.build([y]), (scale, beta, mean, var)
+
+
+def test_a_batch_norm_no_conv_absorbs_becomes_a_mul_and_an_add():
+    graph, (scale, beta, mean, var) = _pre_activation()
+    after = rewrite(graph, rules.BATCH_NORM_AS_AFFINE)
+    assert [n.op for n in after.nodes] == ["Mul", "Add", "Mul", "Add", "Relu", "Conv"]
+    mul, add = after.nodes[:2]
+    k = after.initializers[mul.inputs[1]]
+    shift = after.initializers[add.inputs[1]]
+    assert k.shape == shift.shape == (6, 1, 1) and k.dtype == shift.dtype == np.float32
+    want_k = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + 1e-3)
+    np.testing.assert_allclose(k.reshape(-1), want_k, rtol=1e-6)
+    np.testing.assert_allclose(shift.reshape(-1), beta - mean * want_k, rtol=1e-5, atol=1e-6)
+
+
+def test_batch_norm_as_mul_and_add_computes_the_batch_norm_formula():
+    """Against ONNX's formula in float64, and bit for bit against the unrewritten graph (the
+    rewrite takes the BatchNormalization kernel's own float32 arithmetic)."""
+    graph, (scale, beta, mean, var) = _pre_activation()
+    xv = RNG.standard_normal((2, 6, 5, 5)).astype(np.float32)
+    bn_only = graph.replace(nodes=graph.nodes[:1], outputs=(graph.nodes[0].outputs[0],))
+    after = rewrite(bn_only, rules.BATCH_NORM_AS_AFFINE)
+    got, = CompiledGraph(after, cpu()).run({"x": xv})
+    want, = CompiledGraph(bn_only, cpu()).run({"x": xv})
+    np.testing.assert_array_equal(got, want)
+    per_c = (lambda v: v.astype(np.float64).reshape(1, -1, 1, 1))
+    formula = (xv - per_c(mean)) / np.sqrt(per_c(var) + 1e-3) * per_c(scale) + per_c(beta)
+    np.testing.assert_allclose(got, formula, rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_stays_in_training_or_with_parameters_known_late_or_in_half():
+    for graph in (_pre_activation(training_mode=1)[0], _pre_activation(params_as_inputs=True)[0],
+                  _pre_activation(dtype=np.float16)[0]):
+        assert rewrite(graph, rules.BATCH_NORM_AS_AFFINE) is graph

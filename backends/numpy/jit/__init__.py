@@ -44,6 +44,8 @@ OVERRIDES: dict[str, tuple[str, Callable]] = {
     # (dense Convs' gradients, then depthwise ones)
     "ConvTranspose": ("conv_grads", xp_conv.conv_transpose),
     "portable.ConvGradWeight": ("conv_grads", xp_conv.conv_grad_weight),
+    # (per-channel Mul/Add chains: one pass over each plane)
+    "portable.FusedElementwise": ("channel_chain", xp_fused.fused_elementwise),
     "Where": ("select", xp_elementwise.where),  # (gradient masks: a blend, not a branch)
     "Gemm": ("small_gemm", xp_linalg.gemm),  # (a few rows: no weight packing)
     "portable.FusedGemm": ("small_gemm", xp_fused.kernels["portable.FusedGemm"]),
