@@ -10,9 +10,10 @@ transformed weights cached (inference: the weights do not change between calls);
 
 Part ``models``: per light model (onnx's backend/test/data/light) at batch 1, the largest abs
 error of its float32 outputs (and of the logits before a final Softmax) against a float64 run
-of the same model (Winograd off), with Winograd off (the default), ``auto`` (the measured
-rule, ``PORTABLE_WINOGRAD=auto``) and forced to F(2,3) or F(4,3), and the latency with it off
-and on (medians of alternated rounds). All nine
+of the same model (Winograd off), with Winograd off (``PORTABLE_WINOGRAD=0``), the default
+(the compiled tier's F(4,3), ``backends/numpy/jit/winograd_conv.py``, where it takes a Conv),
+``auto`` (the xp kernel's measured rule besides) and forced to F(2,3) or F(4,3) (``MODE_NAMES``),
+and the latency off, by default and under ``auto`` (medians of alternated rounds). All nine
 models with both weight kinds take about two minutes on two cores; ``--models`` narrows it.
 The shipped models fill every weight with 0.02 (and their BatchNorms scale by 0.14, so an early
 layer's rounding fades before the output); ``--weights random`` replaces the conv and Gemm
@@ -47,6 +48,11 @@ SHAPES = {
     "vgg19": [(256, 256, 56)],
 }
 ENV = "PORTABLE_WINOGRAD"
+# PORTABLE_WINOGRAD values -> names in the JSON: 0 turns every Winograd path off; unset (the
+# default) runs the compiled F(4,3) on the float32 3x3 Convs it takes and leaves the xp kernel
+# on im2col; auto adds the xp kernel's measured rule; 2 and 4 force the xp kernel's tile (2
+# also turns the compiled path off).
+MODE_NAMES = {"0": "off", "default": "default", "auto": "auto", "2": "f2", "4": "f4"}
 
 
 def _median_rounds(runs: dict, rounds: int) -> dict:
@@ -192,25 +198,30 @@ def models_part(names: list[str], rounds: int, weights: list[str]) -> list[dict]
                 {input_name: x.astype(np.float64)})
             names = [o.name for o in model.graph.output]
             errors, reps = {}, {}
-            for mode in ("0", "auto", "2", "4"):
+            for mode in ("0", "default", "auto", "2", "4"):
                 # (the path is chosen when a plan is prepared: one prepared model per mode)
-                os.environ[ENV] = mode
+                if mode == "default":
+                    os.environ.pop(ENV, None)
+                else:
+                    os.environ[ENV] = mode
                 reps[mode] = backend.prepare(model)
                 outs = reps[mode].run({input_name: x})
-                errors[{"0": "off", "auto": "auto", "2": "f2", "4": "f4"}[mode]] = {
+                errors[MODE_NAMES[mode]] = {
                     name: float(f"{np.abs(out.astype(np.float64) - ref).max():.3g}")
                     for name, out, ref in zip(names, outs, references)}
 
             def timed(mode):
                 return lambda: reps[mode].run({input_name: x})
 
-            t = _median_rounds({"off": timed("0"), "auto": timed("auto")}, rounds)
+            t = _median_rounds({"off": timed("0"), "default": timed("default"),
+                                "auto": timed("auto")}, rounds)
             os.environ.pop(ENV, None)
             rows.append({
                 "model": name, "weights": kind, "outputs": names,
                 "max_abs_output": [float(f"{np.abs(r).max():.3g}") for r in references],
                 "max_abs_error": errors,
                 "ms": {k: round(v * 1e3, 2) for k, v in t.items()},
+                "speedup_default": round(t["off"] / t["default"], 3),
                 "speedup_auto": round(t["off"] / t["auto"], 3),
             })
             print(json.dumps(rows[-1]), flush=True)

@@ -17,6 +17,7 @@ import numpy as np
 from backends.numpy.jit.recurrent_math import matmul_nt
 from backends.numpy.jit.small_conv import prepare_small
 from backends.numpy.jit.stacked_conv import StackedPlan
+from backends.numpy.jit.winograd_conv import WinogradPlan, applies as winograd_applies
 from backends.numpy.jit.support import JIT, floats, read_only, window_tuple
 from backends.xp.kernels.conv_plan import BATCH_POSITIONS
 from backends.xp.kernels.fused import conv_workspace
@@ -170,7 +171,8 @@ class DensePlan:
     (``prepare_small``), or that the stacked loop takes (the table above): how its windows
     are laid out and multiplied, fixed per shape.
 
-    ``layout``: "pointwise" (1x1, stride 1, unpadded: sgemm reads X), "stacked" (window
+    ``layout``: "pointwise" (1x1, stride 1, unpadded: sgemm reads X), "winograd" (3x3 at
+    stride 1 on large enough images: ``winograd_conv.WinogradPlan``), "stacked" (window
     runs of at least ``stacked_conv.STACK_K``: ``stacked_conv.StackedPlan``), "columns"
     (``columns_from_padded``, then sgemm) or "rows" (``rows_from_padded``, then dot
     products); see the table above.
@@ -191,10 +193,15 @@ class DensePlan:
         self.head = tuple(geom.head)
         self.padded = (n, c) + tuple(d + h + t for d, h, t in zip(x.shape[2:], geom.head, tail))
         unpadded = not any(geom.head) and all(t <= 0 for t in tail)
-        self.stacked = None
+        self.stacked = self.winograd = None
         if (unpadded and all(k == 1 for k in geom.kernel) and all(s == 1 for s in geom.strides)
                 and tuple(geom.out) == tuple(x.shape[2:])):
             self.layout = "pointwise"
+        elif winograd_applies(x.shape, w.shape, self.g, x.dtype,
+                              conv_workspace(input_types, output_types, attrs)):
+            self.layout = "winograd"
+            self.winograd = WinogradPlan(x.shape, w.shape,
+                                         conv_workspace(input_types, output_types, attrs))
         elif DensePlan.stacks(input_types, output_types, attrs):
             self.layout = "stacked"
             self.stacked = StackedPlan(x.shape, w.shape, self.g, x.dtype,
@@ -238,7 +245,7 @@ class DensePlan:
         plan = DensePlan(input_types, output_types, attrs)
         n, _, positions = plan.product
         per_image = n == 1 or positions > BATCH_POSITIONS  # (as the xp kernel's GEMMs are)
-        if plan.layout == "stacked" or (plan.layout == "columns" and per_image):
+        if plan.layout in ("stacked", "winograd") or (plan.layout == "columns" and per_image):
             return plan
         return None
 
@@ -274,6 +281,9 @@ class DensePlan:
         first run are kept and reused while that holds (about 3 us a call)."""
         if self.layout == "stacked":
             self.stacked.conv(ctx, x, w, y)
+            return
+        if self.layout == "winograd":
+            self.winograd.conv(ctx, x, w, y)
             return
         kept, workspace = self._kept, ctx.workspace
         if (kept is not None and kept[0] is w and kept[1] is y
@@ -319,6 +329,9 @@ class DensePlan:
         one small Conv of the same layout and dtype."""
         if self.layout == "stacked":
             self.stacked.warm()
+            return
+        if self.layout == "winograd":
+            self.winograd.warm()
             return
         key = (self.layout, self.unpadded, self.dtype)
         if key in _warm_layouts:

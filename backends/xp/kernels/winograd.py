@@ -33,7 +33,9 @@ size it takes (environment switch ``PORTABLE_WINOGRAD``: unset or 0 off, ``auto`
 rule, 2 or 4 forced). It is off unless asked for: the transformed weights and their check copy
 hold about 5x the eligible weights' bytes outside the memory plan, which would break the
 prediction-memory figures low-memory inference relies on; a user with memory to spare turns it
-on for speed (``auto``: 1.3-2.4x on the large 3x3 layers of benchmarks/winograd.py).
+on for speed (``auto``: 1.3-2.4x on the large 3x3 layers of benchmarks/winograd.py). The
+compiled CPU tier has its own F(4,3) for float32 (``backends/numpy/jit/winograd_conv.py``),
+on unless the switch is 0 or 2: it transforms the weights per call into the plan's scratch.
 """
 from __future__ import annotations
 
