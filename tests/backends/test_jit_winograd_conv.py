@@ -143,3 +143,28 @@ def test_a_fused_conv_adds_bias_residual_and_relu_after_winograd():
             ctx, [x, w, b, z], [y], attrs)
         want = np.maximum(_direct(x, w) + b[:, None, None] + z, 0)
         assert _error(y, want) < BOUND
+
+
+def test_conv_transpose_at_stride_one_runs_winograd_on_the_flipped_weights():
+    """dX of a 3x3 stride-1 Conv (a ConvTranspose of dY) is the Conv of dY with W flipped and
+    transposed: through Winograd, against float64 col2im (the adjoint, summed directly)."""
+    from backends.numpy.jit import conv_grads
+
+    rng = np.random.default_rng(11)
+    dy = rng.standard_normal((2, 40, 28, 28)).astype(np.float32)
+    w = rng.standard_normal((40, 24, 3, 3)).astype(np.float32)  # (M, C) of the forward Conv
+    bias = rng.standard_normal(24).astype(np.float32)
+    attrs = _attrs("ConvTranspose", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    dx = np.full((2, 24, 28, 28), np.nan, np.float32)
+    types = array_types([dy, w, bias])
+    state = conv_grads.conv_transpose.compiled_prepare(types, array_types([dx]), attrs)
+    assert state[0] and state[1][-1] is not None  # (the dense loop, with a Winograd plan)
+    ctx = KernelContext(xp=np, rng=rng, backend=pt.cpu().backend)
+    assert conv_grads.conv_transpose.compiled_run(state, ctx, [dy, w, bias], [dx], attrs)
+    padded = np.zeros((2, 24, 30, 30))
+    for a in range(3):
+        for b in range(3):
+            padded[:, :, a:a + 28, b:b + 28] += np.einsum(
+                "mc,nmhw->nchw", w[:, :, a, b].astype(np.float64), dy.astype(np.float64))
+    want = padded[:, :, 1:29, 1:29] + bias[:, None, None]
+    assert _error(dx, want) < BOUND

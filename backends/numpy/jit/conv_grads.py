@@ -7,7 +7,8 @@ sgemm's packing cost as much as the products (benchmarks/conv_grads.py). Here:
 
 - dX at stride 1 is the forward Conv of dY with the flipped, transposed weights (head pad
   ``extent - 1 - head``), run by the row-stacked dot products of the forward Conv
-  (``stacked_conv.conv_stacked``): a copy of dY kh times, no im2col, no col2im. At stride s
+  (``stacked_conv.conv_stacked``): a copy of dY kh times, no im2col, no col2im; or, where
+  the forward Winograd takes that Conv (``winograd_conv.applies``), by Winograd. At stride s
   each of the s * s phases of dX (positions ``a::s, b::s``) is such a Conv with the taps
   of W that reach it (``phase_taps``), written to scratch and then into its phase. The
   weights are reordered on every call (they change in training): one pass over W.
@@ -32,6 +33,7 @@ from backends.numpy.jit.grad_weight_runs import (batch_run_tiles, copy_rows,
                                                  split_phases, widen_rows,
                                                  widen_rows_by_channel)
 from backends.numpy.jit.stacked_conv import conv_stacked
+from backends.numpy.jit import winograd_conv
 from backends.numpy.jit.support import JIT, contiguous, floats, override, window_tuple
 from backends.numpy.threads import several_threads, step_threads
 from backends.xp.kernels.im2col import scratch
@@ -122,7 +124,24 @@ def _prepare_transpose(input_types, output_types, attrs):
         return None
     image = tuple(dy.shape[2:]) + (m,)
     threaded = step_threads("ConvTranspose", input_types, output_types, attrs)
-    return parts, geom.strides, image, dy.dtype.type(0), threaded
+    winograd = _winograd(dy.shape, (c, m, kh, kw), parts, dy.dtype)
+    if winograd is not None:  # (its products are sgemm, on every allowed thread)
+        threaded = False
+    return parts, geom.strides, image, dy.dtype.type(0), threaded, winograd
+
+
+def _winograd(dy_shape, flipped_shape, parts, dtype):
+    """A ``winograd_conv.WinogradPlan`` for dX at stride 1 where the forward Conv of dY
+    with the flipped, transposed weights is one it takes (3x3, the same size, enough
+    channels and tiles), else None. Its scratch comes from the context on demand, as the
+    stacked loop's does here."""
+    if len(parts) != 1 or parts[0][:2] != (0, 0):
+        return None
+    g = parts[0][4]
+    need = {"columns": winograd_conv.scratch_bytes(dy_shape, flipped_shape)}
+    if not winograd_conv.applies(dy_shape, flipped_shape, g, dtype, need):
+        return None
+    return winograd_conv.WinogradPlan(dy_shape, flipped_shape, need)
 
 
 @override(depthwise.conv_transpose, _prepare_transpose)
@@ -130,11 +149,18 @@ def _dense_transpose(state, ctx, inputs, outputs, attrs) -> bool:
     dy, w = inputs[:2]
     bias = inputs[2] if len(inputs) > 2 else None
     dx = outputs[0]
-    parts, (sh, sw), image, zero, threaded = state
+    parts, (sh, sw), image, zero, threaded, winograd = state
     if (threaded and several_threads()) or not contiguous(dy, w, dx, bias):
         return False  # (sgemm on every allowed thread: this loop runs one)
     dtype = dy.dtype
     n, c = dx.shape[:2]
+    if winograd is not None:
+        flipped = scratch(ctx, "flipped", (c, w.shape[0], 3, 3), dtype)
+        np.copyto(flipped, w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
+        winograd.conv(ctx, dy, flipped, dx)
+        if bias is not None:
+            dx += bias.reshape(1, -1, 1, 1)
+        return True
     nhwc = scratch(ctx, "gathered", image, dtype)
     whole = sh == 1 and sw == 1
     for a, b, rows, cols, g, stacked, size in parts:

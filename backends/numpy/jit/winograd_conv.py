@@ -303,6 +303,12 @@ def chunk(x_shape, w_shape, columns: int) -> int:
     return max(0, free // per_channel // CHUNK * CHUNK)
 
 
+def scratch_bytes(x_shape, w_shape) -> int:
+    """The scratch of one pass over all the output channels (``chunk`` takes them all)."""
+    padded, v = _fixed(x_shape)
+    return 4 * (math.prod(padded) + math.prod(v) + 36 * w_shape[0] * (x_shape[1] + v[0]))
+
+
 def applies(x_shape, w_shape, geom_tuple, dtype, workspace: dict[str, int]) -> bool:
     """Whether this path takes a Conv: float32, a 3x3 kernel at stride 1 and dilation 1 with
     one pixel of padding on every side (the output as large as the input), at least
