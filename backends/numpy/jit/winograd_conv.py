@@ -1,5 +1,6 @@
-"""Compiled Winograd F(4x4, 3x3) for the dense FusedConv (``dense_conv.DensePlan``, layout
-"winograd"): 3x3 Convs at stride 1 with 4x fewer multiplies in their products.
+"""Compiled Winograd F(4x4, 3x3) for the dense Conv plan (``dense_conv.DensePlan``, layout
+"winograd": the FusedConv and the plain Conv) and for dX at stride 1 (``conv_grads``): 3x3
+Convs at stride 1 with 4x fewer multiplies in their products.
 
 On this tier's CPU the stacked loop's products already run at the FMA units' rate (106-111
 GFLOP/s at one thread, the same in and out of cache); onnxruntime's convolutions run there too.
