@@ -57,6 +57,8 @@ def _plan(x, w):
     (2, 48, 26, 27, 33),  # a batch
     (1, 64, 56, 56, 64),
     (1, 33, 31, 28, 1),
+    (11, 32, 10, 10, 20),  # 9 tiles an image: passes of 8 images and of 3
+    (70, 32, 4, 3, 17),  # one tile an image, cropped: passes of 64 images and of 6
 ])
 def test_winograd_matches_the_direct_convolution(shape):
     n, c, h, wd, m = shape
@@ -83,12 +85,12 @@ def test_output_channels_in_several_passes():
     want = _direct(x, w)
     for count in (50, 16):  # (all at once, then 16 + 16 + 16 + 2)
         u = np.empty((count, 36, 40), np.float32)
-        prod = np.empty((count, 36, v.shape[0]), np.float32)
+        prod = np.empty(count * 36 * v.shape[1], np.float32)
         y = np.full(want.shape, np.nan, np.float32)
         winograd_conv.conv_winograd(x, w, y, padded, v, u, prod, padded.shape[1] // 4)
         assert _error(y, want) < BOUND
     fixed = padded.size + v.size
-    per_channel = 36 * (40 + v.shape[0])
+    per_channel = 36 * (40 + v.shape[1])
     for room, count in ((50, 50), (49, 48), (20, 16), (15, 0)):  # (channels' room -> chunk)
         columns = (fixed + room * per_channel) * 4
         assert winograd_conv.chunk(x.shape, w.shape, columns) == count
@@ -168,3 +170,47 @@ def test_conv_transpose_at_stride_one_runs_winograd_on_the_flipped_weights():
                 "mc,nmhw->nchw", w[:, :, a, b].astype(np.float64), dy.astype(np.float64))
     want = padded[:, :, 1:29, 1:29] + bias[:, None, None]
     assert _error(dx, want) < BOUND
+
+
+@pytest.mark.parametrize("shape", [
+    (2, 40, 28, 28, 24),  # whole tiles
+    (3, 37, 13, 11, 17),  # partial tiles on both axes, channels off the 16-lane blocks
+    (20, 32, 10, 10, 1),  # 9 tiles an image: passes of 15 images and of 5; one channel
+])
+def test_conv_grad_weight_runs_winograd(shape):
+    """dW of a 3x3 stride-1 Conv by F(3x3, 4x4), against the float64 sum over positions of
+    dY times the shifted, padded X."""
+    from backends.numpy.jit import conv_grads
+
+    n, c, h, wd, m = shape
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal((n, c, h, wd)).astype(np.float32)
+    dy = rng.standard_normal((n, m, h, wd)).astype(np.float32)
+    attrs = _attrs("portable.ConvGradWeight", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    dw = np.full((m, c, 3, 3), np.nan, np.float32)
+    kernel = conv_grads.conv_grad_weight
+    state = kernel.compiled_prepare(array_types([x, dy]), array_types([dw]), attrs)
+    assert state[0] and state[1][0] == "winograd"
+    ctx = KernelContext(xp=np, rng=rng, backend=pt.cpu().backend)
+    assert kernel.compiled_run(state, ctx, [x, dy], [dw], attrs)
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.empty(dw.shape)
+    for a in range(3):
+        for b in range(3):
+            want[:, :, a, b] = np.einsum("nmhw,nchw->mc", dy.astype(np.float64),
+                                         padded[:, :, a:a + h, b:b + wd])
+    assert _error(dw, want) < BOUND
+
+
+@pytest.mark.parametrize("case", [dict(dtype=np.float64), dict(channels=16), dict(env="0")])
+def test_other_weight_gradients_do_not_take_winograd(case, monkeypatch):
+    from backends.numpy.jit import conv_grads
+
+    if "env" in case:
+        monkeypatch.setenv("PORTABLE_WINOGRAD", case["env"])
+    dtype, c = case.get("dtype", np.float32), case.get("channels", 40)
+    x, dy = np.empty((2, c, 28, 28), dtype), np.empty((2, 24, 28, 28), dtype)
+    attrs = _attrs("portable.ConvGradWeight", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    state = conv_grads.conv_grad_weight.compiled_prepare(
+        array_types([x, dy]), array_types([np.empty((24, c, 3, 3), dtype)]), attrs)
+    assert state is not None and state[1][0] != "winograd"

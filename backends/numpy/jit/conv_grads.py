@@ -12,8 +12,9 @@ sgemm's packing cost as much as the products (benchmarks/conv_grads.py). Here:
   each of the s * s phases of dX (positions ``a::s, b::s``) is such a Conv with the taps
   of W that reach it (``phase_taps``), written to scratch and then into its phase. The
   weights are reordered on every call (they change in training): one pass over W.
-- dW is the dot products of dY's rows with shifted runs of X (``grad_weight_runs``): a copy
-  of X (kh copies on small planes) and one of dY, no im2col.
+- dW is Winograd F(3x3, 4x4) (``winograd_weight_grad``) where the forward Winograd takes
+  the Conv, else the dot products of dY's rows with shifted runs of X
+  (``grad_weight_runs``): a copy of X (kh copies on small planes) and one of dY, no im2col.
 
 Each takes the shapes where it was measured to win (``DX_RUN_MIN``, ``dw_loop``), on one
 thread: a step large enough to get every allowed BLAS thread leaves its GEMM to sgemm while
@@ -34,6 +35,7 @@ from backends.numpy.jit.grad_weight_runs import (batch_run_tiles, copy_rows,
                                                  widen_rows_by_channel)
 from backends.numpy.jit.stacked_conv import conv_stacked
 from backends.numpy.jit import winograd_conv
+from backends.numpy.jit.winograd_weight_grad import WeightGradPlan
 from backends.numpy.jit.support import JIT, contiguous, floats, override, window_tuple
 from backends.numpy.threads import several_threads, step_threads
 from backends.xp.kernels.im2col import scratch
@@ -137,10 +139,9 @@ def _winograd(dy_shape, flipped_shape, parts, dtype):
     stacked loop's does here."""
     if len(parts) != 1 or parts[0][:2] != (0, 0):
         return None
-    g = parts[0][4]
-    need = {"columns": winograd_conv.scratch_bytes(dy_shape, flipped_shape)}
-    if not winograd_conv.applies(dy_shape, flipped_shape, g, dtype, need):
+    if not winograd_conv.takes(dy_shape, flipped_shape, parts[0][4], dtype):
         return None
+    need = {"columns": winograd_conv.scratch_bytes(dy_shape, flipped_shape)}
     return winograd_conv.WinogradPlan(dy_shape, flipped_shape, need)
 
 
@@ -220,8 +221,9 @@ def dw_loop(positions: int, weights: int) -> str | None:
 
 
 def _prepare_grad_weight(input_types, output_types, attrs):
-    """(loop, geometry, its tables, copy shapes, zero) for a dense 2-D ConvGradWeight the
-    runs take, else None."""
+    """("winograd", its plan) where ``winograd_conv`` takes the forward Conv, else (loop,
+    geometry, its tables, copy shapes, zero) for a dense 2-D ConvGradWeight the runs take,
+    else None."""
     x, dy, dw = input_types[0], input_types[1], output_types[0]
     if not (floats(x, dy, dw) and attrs["group"] == 1 and dw.shape[1] == x.shape[1]
             and dw.shape[0] == dy.shape[1]):
@@ -231,10 +233,12 @@ def _prepare_grad_weight(input_types, output_types, attrs):
         return None
     strides, dilations, head, tail, _ = window_attrs(attrs, kernel_shape)
     out = tuple(dy.shape[2:])
+    g = window_tuple(Geometry(kernel_shape, strides, dilations, head, tail, out))
+    if winograd_conv.takes(x.shape, dw.shape, g + out, x.dtype):
+        return ("winograd", WeightGradPlan(x.shape, dw.shape[0]))
     loop = dw_loop(math.prod(out), math.prod(dw.shape))
     if loop is None:
         return None
-    g = window_tuple(Geometry(kernel_shape, strides, dilations, head, tail, out))
     (n, c), m, zero = x.shape[:2], dy.shape[1], x.dtype.type(0)
     threaded = step_threads("portable.ConvGradWeight", input_types, output_types, attrs)
     if loop == "image":
@@ -254,6 +258,11 @@ def _prepare_grad_weight(input_types, output_types, attrs):
 def _dense_grad_weight(state, ctx, inputs, outputs, attrs) -> bool:
     x, dy = inputs
     dw = outputs[0]
+    if state[0] == "winograd":  # (its products are sgemm, on every allowed thread)
+        if not contiguous(x, dy, dw):
+            return False
+        state[1].run(ctx, x, dy, dw)
+        return True
     loop, g, table, used, copy_shape, widened, zero, threaded = state
     if (threaded and several_threads()) or not contiguous(x, dy, dw):
         return False  # (sgemm on every allowed thread: these loops run one)

@@ -1,19 +1,22 @@
 """Compiled Winograd F(4x4, 3x3) for the dense Conv plan (``dense_conv.DensePlan``, layout
 "winograd": the FusedConv and the plain Conv) and for dX at stride 1 (``conv_grads``): 3x3
-Convs at stride 1 with 4x fewer multiplies in their products.
+Convs at stride 1 with 4x fewer multiplies in their products. dW of the same Convs reads its
+tiles through this module's input transform (``winograd_weight_grad``).
 
 On this tier's CPU the stacked loop's products already run at the FMA units' rate (106-111
 GFLOP/s at one thread, the same in and out of cache); onnxruntime's convolutions run there too.
 A 3x3 Conv can only get faster with fewer multiplies: Winograd's F(4x4, 3x3) (Lavin and Gray,
 arXiv 1509.09308) computes each 4x4 output tile from a 6x6 input tile with 36 products per
-channel pair instead of 144. Stages, per image:
+channel pair instead of 144. Stages, per pass of one or more images (``PASS_TILES`` tiles
+or more, so that small images at a large batch still give sgemm enough columns):
 
 1. X is copied channels last into a zero-bordered (4 th + 2, 4 tw + 2, C) array (``pad_nhwc``),
    so each 6x6 tile's C values at a point are one run;
-2. every tile is transformed, V = B^T d B (``input_transform``), into V (T, 36, C);
+2. every tile is transformed, V = B^T d B (``input_transform``), into V (36, T, C): each
+   point's tiles one matrix;
 3. the weights likewise, U = G g G^T into U (M, 36, C) (``weight_transform``), per call:
    keeping U would hold 4x the weight beside the plan;
-4. 36 products P[:, p] = U[:, p] V[:, p]^T (M, T), one batched sgemm on strided views: the
+4. 36 products P[:, p] = U[:, p] V[p]^T (M, T), one batched sgemm on strided views: the
    stage whose work grows with M * C;
 5. each tile's 36 values become its 4x4 outputs, A^T P A (``output_transform``), written
    into Y with the last partial tiles cropped.
@@ -39,7 +42,7 @@ import os
 import numba
 import numpy as np
 
-from backends.numpy.jit.support import JIT
+from backends.numpy.jit.support import JIT, read_only
 from backends.xp.kernels.im2col import scratch
 from backends.xp.kernels.winograd import ENV
 
@@ -84,9 +87,10 @@ def _g(k0, k1, k2):
 
 
 @numba.njit(**JIT)
-def pad_nhwc(x, i, padded):
-    """padded (Hp, Wp, C) = image ``i`` of x (N, C, H, W) channels last at (1, 1), zero
-    elsewhere (the 3x3 window's one-pixel padding, and past the image up to whole tiles)."""
+def pad_nhwc(x, i, padded, border):
+    """padded (Hp, Wp, C) = image ``i`` of x (N, C, H, W) channels last at (border, border),
+    zero elsewhere (1: the 3x3 window's one-pixel padding, and past the image up to whole
+    tiles; 0 for dY's tiles in ``winograd_weight_grad``)."""
     _, c, h, w = x.shape
     tall, wide, _ = padded.shape
     flat = padded.reshape(-1)
@@ -94,28 +98,38 @@ def pad_nhwc(x, i, padded):
     row = wide * c
     for r in range(tall):
         base = r * row
-        if r < 1 or r > h:
+        if r < border or r >= h + border:
             for j in range(row):
                 flat[np.uint64(base + j)] = zero
             continue
-        for j in range(c):
+        for j in range(border * c):
             flat[np.uint64(base + j)] = zero
-        for j in range((w + 1) * c, row):
+        for j in range((w + border) * c, row):
             flat[np.uint64(base + j)] = zero
         for ch in range(c):
-            src = x[i, ch, r - 1]
-            at = base + c + ch
+            src = x[i, ch, r - border]
+            at = base + border * c + ch
             for q in range(w):
                 flat[np.uint64(at + q * c)] = src[np.uint64(q)]
 
 
+@numba.njit(inline="always", **JIT)
+def store_block(block, out, base, step, n):
+    """out[base + p * step + lane] = block[p * LANES + lane] for the block's points p and
+    its first ``n`` lanes: a transformed block into its (point, channel) runs."""
+    for p in range(block.size // LANES):
+        dst, at = base + p * step, p * LANES
+        for lane in range(n):
+            out[np.uint64(dst + lane)] = block[np.uint64(at + lane)]
+
+
 @numba.njit(**JIT)
-def input_transform(padded, v, tw):
-    """v (T, 36, C)[t, a * 6 + b, c] = (B^T d B)[a, b] of tile t's 6x6 window d of channel c;
-    tile t = (tr, tc) starts at padded row 4 tr, column 4 tc (T = th * tw tiles)."""
+def input_transform(padded, out, tw, tiles, tile_step, point_step):
+    """out[t * tile_step + (a * 6 + b) * point_step + c] = (B^T d B)[a, b] of tile t's 6x6
+    window d of channel c, for the ``tiles`` tiles t = (tr, tc) that start at padded row
+    4 tr, column 4 tc (``tw`` a row)."""
     _, wide, c = padded.shape
-    tiles = v.shape[0]
-    src, out = padded.reshape(-1), v.reshape(-1)
+    src = padded.reshape(-1)
     rows = np.empty(36 * LANES, padded.dtype)  # (B^T d: point (a, column j), lane)
     block = np.empty(36 * LANES, padded.dtype)  # (B^T d B: point (a, b), lane)
     for t in range(tiles):
@@ -143,10 +157,7 @@ def input_transform(padded, v, tw):
                             rows[np.uint64(at + 5 * LANES + lane)])
                     for b in range(6):
                         block[np.uint64((a * 6 + b) * LANES + lane)] = e[b]
-            for p in range(36):
-                dst, at = (t * 36 + p) * c + c0, p * LANES
-                for lane in range(n):
-                    out[np.uint64(dst + lane)] = block[np.uint64(at + lane)]
+            store_block(block, out, t * tile_step + c0, point_step, n)
 
 
 @numba.njit(**JIT)
@@ -178,23 +189,20 @@ def weight_transform(w, u):
                            rows[np.uint64(at + 2 * LANES + lane)])
                     for b in range(6):
                         block[np.uint64((a * 6 + b) * LANES + lane)] = e[b]
-            for p in range(36):
-                dst, at = (o * 36 + p) * c + c0, p * LANES
-                for lane in range(n):
-                    out[np.uint64(dst + lane)] = block[np.uint64(at + lane)]
+            store_block(block, out, o * 36 * c + c0, c, n)
 
 
 @numba.njit(**JIT)
-def output_transform(prod, y, i, first, tw):
-    """y[i, first : first + m] (m, oh, ow) = the 4x4 output tiles A^T P A, cropped at the
-    edges; prod (m, 36, T) holds each tile's 36 products at its points."""
+def output_transform(prod, y, i, first, tw, per_image):
+    """y[i + t // per_image, first : first + m] (m, oh, ow) = the 4x4 output tiles A^T P A of
+    tile t, cropped at the edges; prod (m, 36, T) holds the 36 products of the T tiles of
+    one or more images, ``per_image`` (th * tw) tiles each."""
     m, _, tiles = prod.shape
     channels, oh, ow = y.shape[1], y.shape[2], y.shape[3]
     src, dst = prod.reshape(-1), y.reshape(-1)
     rows = np.empty(24 * LANES, prod.dtype)  # (A^T P: point (a, column j), lane)
     block = np.empty(16 * LANES, prod.dtype)
     for o in range(m):
-        image = (i * channels + first + o) * oh * ow
         for t0 in range(0, tiles, LANES):
             n = min(LANES, tiles - t0)
             for j in range(6):
@@ -217,49 +225,65 @@ def output_transform(prod, y, i, first, tw):
                             rows[np.uint64(at + 5 * LANES + lane)])
                     for b in range(4):
                         block[np.uint64((a * 4 + b) * LANES + lane)] = e[b]
-            tr = t0 // tw
-            tc = t0 - tr * tw
+            image = t0 // per_image
+            local = t0 - image * per_image
+            tr = local // tw
+            tc = local - tr * tw
             for lane in range(n):  # (each tile's 4x4 outputs into Y, cropped)
                 r0, q0 = tr * 4, tc * 4
+                base = ((i + image) * channels + first + o) * oh * ow
                 for a in range(min(4, oh - r0)):
-                    at = image + (r0 + a) * ow + q0
+                    at = base + (r0 + a) * ow + q0
                     for b in range(min(4, ow - q0)):
                         dst[np.uint64(at + b)] = block[np.uint64((a * 4 + b) * LANES + lane)]
                 tc += 1
                 if tc == tw:
                     tr, tc = tr + 1, 0
+                    if tr * tw == per_image:
+                        image, tr = image + 1, 0
 
 
 @numba.njit(**JIT)
-def transform_image(x, i, padded, v, tw):
-    """V of image ``i`` (``pad_nhwc``, then ``input_transform``): one call."""
-    pad_nhwc(x, i, padded)
-    input_transform(padded, v, tw)
+def transform_image(x, i, padded, out, tw, tiles, tile_step, point_step):
+    """The tiles of image ``i`` (``pad_nhwc``, then ``input_transform``): one call."""
+    pad_nhwc(x, i, padded, 1)
+    input_transform(padded, out, tw, tiles, tile_step, point_step)
 
 
 def conv_winograd(x, w, y, padded, v, u, prod, tw) -> None:
     """y (N, M, oh, ow) = the 3x3 stride-1 correlation of x (N, C, H, W), padded by one on
-    each side, with w (M, C, 3, 3): F(4x4, 3x3) per image, ``u.shape[0]`` output channels at
-    a time (all of them when the scratch holds them: the weights are then transformed once
-    for all the images). The 36 products of a chunk are one batched sgemm on views of U, V
-    and P: OpenBLAS's packed panels, where dot products along C would end in a horizontal sum
-    each."""
-    m, chunk = w.shape[0], u.shape[0]
+    each side, with w (M, C, 3, 3): F(4x4, 3x3) on ``v.shape[0] // per_image`` images at a
+    time (their tiles side by side in V), ``u.shape[0]`` output channels at a time (all of
+    them when the scratch holds them: the weights are then transformed once for all the
+    images); ``prod`` is flat, the products of one such pass. The 36 products of a pass are
+    one batched sgemm on views of U, V and P: OpenBLAS's packed panels, where dot products
+    along C would end in a horizontal sum each."""
+    n, m, chunk = x.shape[0], w.shape[0], u.shape[0]
+    _, passing, c = v.shape
+    per_image = (padded.shape[0] - 2) // 4 * tw
+    group = passing // per_image
+    flat = v.reshape(-1)
     if chunk >= m:
         weight_transform(w, u)
-    for i in range(x.shape[0]):
-        transform_image(x, i, padded, v, tw)
+    for i in range(0, n, group):
+        images = min(group, n - i)
+        tiles = images * per_image
+        for k in range(images):
+            transform_image(x, i + k, padded, flat[k * per_image * c:], tw, per_image, c,
+                            passing * c)
+        v_part = v[:, :tiles]
         for first in range(0, m, chunk):
             count = min(chunk, m - first)
-            u_part, p_part = u[:count], prod[:count]
+            u_part = u[:count]
+            p_part = prod[:count * 36 * tiles].reshape(count, 36, tiles)
             if chunk < m:
                 weight_transform(w[first:first + count], u_part)
-            np.matmul(u_part.transpose(1, 0, 2), v.transpose(1, 2, 0),
+            np.matmul(u_part.transpose(1, 0, 2), v_part.transpose(0, 2, 1),
                       out=p_part.transpose(1, 0, 2))
-            output_transform(p_part, y, i, first, tw)
+            output_transform(p_part, y, i, first, tw, per_image)
 
 
-# The smallest output image (tiles of 4x4 per image) this path takes, and the fewest input
+# The fewest tiles (of 4x4 outputs) in the batch this path takes, and the fewest input
 # channels: per tile the transforms cost O(36 C + 16 M) against the products' 36 C M, and
 # the weight transform is paid per call. Measured at one thread on an AVX-512 machine (2
 # shared cores), batch 1, ms, against the stacked loop (``stacked_conv``), float32:
@@ -274,9 +298,19 @@ def conv_winograd(x, w, y, padded, v, u, prod, tw) -> None:
 #   512, 28, 512        23.4      39.0     (VGG-19)
 #   256, 14, 256         3.66      2.53
 #   37, 13, 5            0.025     0.018
-MIN_TILES = 49
+# and by the tiles in the batch (the weight transform is paid once for all its images):
+#   128, 24, 128         1.53      1.99    (36 tiles)
+#   256, 22, 256         4.77      5.87    (36 tiles)
+#   256, 14, 256         4.95      4.91    (batch 2: 32 tiles)
+#   512, 4, 512         16.8-18.4 26.0     (batch 32: 32 tiles)
+MIN_TILES = 32
 MIN_CHANNELS = 32
 CHUNK = 16  # (output channels: the chunk is a multiple of this, or all of them)
+# Tiles a pass takes (images side by side in V): the products' sgemm is weak on few columns.
+# At batch 32, one thread, ms (ResNet-18's stages on CIFAR; the stacked loop 24-40 beside
+# each): 512 channels of 4x4 (one tile an image) 102 a image at a time, 36 eight at a time,
+# 26 all 32; 256 channels of 8x8 (four tiles) 17.9, 15.8 four at a time, 16.3 all 32.
+PASS_TILES = 64
 
 
 def enabled() -> bool:
@@ -285,10 +319,12 @@ def enabled() -> bool:
 
 
 def _fixed(x_shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(padded, V) shapes for one image."""
-    _, c, h, w = x_shape
+    """(padded, V) shapes: one image padded, the tiles of a pass's images (``PASS_TILES`` or
+    more tiles, or the whole batch) in V."""
+    n, c, h, w = x_shape
     th, tw = -(-h // 4), -(-w // 4)
-    return (4 * th + 2, 4 * tw + 2, c), (th * tw, 36, c)
+    images = min(n, -(-PASS_TILES // (th * tw)))
+    return (4 * th + 2, 4 * tw + 2, c), (36, images * th * tw, c)
 
 
 def chunk(x_shape, w_shape, columns: int) -> int:
@@ -298,7 +334,7 @@ def chunk(x_shape, w_shape, columns: int) -> int:
     m, c = w_shape[0], x_shape[1]
     padded, v = _fixed(x_shape)
     free = columns // 4 - math.prod(padded) - math.prod(v)
-    per_channel = 36 * (c + v[0])
+    per_channel = 36 * (c + v[1])
     if free >= m * per_channel:
         return m
     return max(0, free // per_channel // CHUNK * CHUNK)
@@ -307,13 +343,13 @@ def chunk(x_shape, w_shape, columns: int) -> int:
 def scratch_bytes(x_shape, w_shape) -> int:
     """The scratch of one pass over all the output channels (``chunk`` takes them all)."""
     padded, v = _fixed(x_shape)
-    return 4 * (math.prod(padded) + math.prod(v) + 36 * w_shape[0] * (x_shape[1] + v[0]))
+    return 4 * (math.prod(padded) + math.prod(v) + 36 * w_shape[0] * (x_shape[1] + v[1]))
 
 
 def applies(x_shape, w_shape, geom_tuple, dtype, workspace: dict[str, int]) -> bool:
     """Whether this path takes a Conv: float32, a 3x3 kernel at stride 1 and dilation 1 with
     one pixel of padding on every side (the output as large as the input), at least
-    ``MIN_CHANNELS`` input channels and ``MIN_TILES`` tiles an image, and scratch for
+    ``MIN_CHANNELS`` input channels and ``MIN_TILES`` tiles in the batch, and scratch for
     ``CHUNK`` output channels or more in the im2col columns it declares (``workspace``:
     bytes per key), so that the memory plan is unchanged."""
     kh, kw, sh, sw, dh, dw, ph, pw, oh, ow = geom_tuple
@@ -321,9 +357,26 @@ def applies(x_shape, w_shape, geom_tuple, dtype, workspace: dict[str, int]) -> b
     if (np.dtype(dtype) != np.float32 or (oh, ow) != (h, w) or c < MIN_CHANNELS
             or (kh, kw, sh, sw, dh, dw, ph, pw) != (3, 3, 1, 1, 1, 1, 1, 1) or not enabled()):
         return False
-    if -(-h // 4) * -(-w // 4) < MIN_TILES:
+    if n * -(-h // 4) * -(-w // 4) < MIN_TILES:
         return False
     return chunk(x_shape, w_shape, workspace.get("columns", 0)) >= min(CHUNK, w_shape[0])
+
+
+def cut_scratch(ctx, key: str, shapes) -> list[np.ndarray]:
+    """float32 arrays of ``shapes`` one after another in the scratch under ``key``."""
+    flat = scratch(ctx, key, (sum(math.prod(s) for s in shapes),), np.float32)
+    cut, at = [], 0
+    for shape in shapes:
+        cut.append(flat[at:at + math.prod(shape)].reshape(shape))
+        at += math.prod(shape)
+    return cut
+
+
+def takes(x_shape, w_shape, geom_tuple, dtype) -> bool:
+    """``applies``, for a Conv whose scratch comes from the context on demand (dX, dW in
+    ``conv_grads``) rather than from the columns the plan declares."""
+    need = {"columns": scratch_bytes(x_shape, w_shape)}
+    return applies(x_shape, w_shape, geom_tuple, dtype, need)
 
 
 class WinogradPlan:
@@ -333,7 +386,7 @@ class WinogradPlan:
     def __init__(self, x_shape, w_shape, workspace: dict[str, int]) -> None:
         padded, v = _fixed(x_shape)
         count = chunk(x_shape, w_shape, workspace.get("columns", 0))
-        self.shapes = (padded, v, (count, 36, x_shape[1]), (count, 36, v[0]))
+        self.shapes = (padded, v, (count, 36, x_shape[1]), (count * 36 * v[1],))
         self.tw = padded[1] // 4
         self._views = None  # (the columns buffer, then the views cut from it)
 
@@ -342,12 +395,7 @@ class WinogradPlan:
         views = self._views
         if views is not None and views[0] is columns:
             return views[1]
-        total = sum(math.prod(s) for s in self.shapes)
-        flat = scratch(ctx, "columns", (total,), np.float32)
-        cut, at = [], 0
-        for shape in self.shapes:
-            cut.append(flat[at:at + math.prod(shape)].reshape(shape))
-            at += math.prod(shape)
+        cut = cut_scratch(ctx, "columns", self.shapes)
         if columns is not None and columns is ctx.workspace.get("columns"):
             self._views = (columns, cut)  # (a plan's workspace: kept, as DensePlan keeps its)
         return cut
@@ -362,14 +410,9 @@ class WinogradPlan:
         """Compile (or load from numba's disk cache) the loops while planning."""
         x = np.zeros((1, 1, 4, 4), np.float32)
         padded, v = (np.zeros(s, np.float32) for s in _fixed(x.shape))
-        u, prod = np.zeros((1, 36, 1), np.float32), np.zeros((1, 36, v.shape[0]), np.float32)
+        u, prod = np.zeros((1, 36, 1), np.float32), np.zeros(36 * v.shape[1], np.float32)
         w = np.zeros((1, 1, 3, 3), np.float32)
-        for weights in (w, _read_only(w)):  # (a plan's weight is read only)
+        for weights in (w, read_only(w)):  # (a plan's weight is read only)
             conv_winograd(x, weights, np.zeros((1, 1, 4, 4), np.float32), padded, v, u, prod,
                           1)
 
-
-def _read_only(array):
-    view = array.view()
-    view.setflags(write=False)
-    return view
