@@ -19,8 +19,13 @@ The shipped models fill every weight with 0.02 (and their BatchNorms scale by 0.
 layer's rounding fades before the output); ``--weights random`` replaces the conv and Gemm
 weights with seeded random ones (fan-in scaled), which tests accuracy harder.
 
+Part ``training`` (not in the default run; about two minutes): the CIFAR ResNet-18 training
+step of ``benchmarks/hybridize.py`` with Winograd off and by default: the error of its 3x3
+Convs' forward, dX and dW kernels against float64, its gradients' against float64, and its
+step time (``training_part``).
+
 Usage:
-    python benchmarks/winograd.py [--part shapes models] [--batches 1 8] [--rounds 5]
+    python benchmarks/winograd.py [--part shapes models training] [--batches 1 8] [--rounds 5]
         [--models resnet50 squeezenet ...] [--weights shipped random]
 """
 from __future__ import annotations
@@ -228,10 +233,148 @@ def models_part(names: list[str], rounds: int, weights: list[str]) -> list[dict]
     return rows
 
 
+# (C = M, H = W) of the CIFAR ResNet-18's 3x3 stride-1 Convs (benchmarks/hybridize.py).
+RESNET18_CIFAR = [(64, 32), (128, 16), (256, 8), (512, 4)]
+TRAINING_BATCH = 32
+
+
+def _kernel_errors(op: str, inputs: list, out_shape: tuple, attrs: dict) -> dict:
+    """The largest error of ``op`` on float32 ``inputs``, Winograd off and by default, relative
+    to the largest value of the same kernel run in float64 (which Winograd never takes)."""
+    import numpy as np
+
+    import portable as pt
+    from portable.backend import KernelContext, array_types, bound_kernel
+
+    backend = pt.cpu().backend
+
+    def run(arrays, mode):
+        if mode == "default":
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = mode
+        out = np.empty(out_shape, arrays[0].dtype)
+        step = bound_kernel(backend.kernel(op), backend, array_types(arrays),
+                            array_types([out]), attrs)
+        step(KernelContext(np, np.random.default_rng(0), backend), arrays, [out], attrs)
+        return out
+
+    want = run([a.astype(np.float64) for a in inputs], "0")
+    scale = np.abs(want).max()
+    errors = {MODE_NAMES[mode]: float(f"{np.abs(run(inputs, mode) - want).max() / scale:.3g}")
+              for mode in ("0", "default")}
+    os.environ.pop(ENV, None)
+    return errors
+
+
+def training_part(rounds: int) -> dict:
+    """The CIFAR ResNet-18 training step of benchmarks/hybridize.py (batch 32, hybridized).
+
+    Accuracy per kernel: each 3x3 stride-1 Conv shape's forward (Conv), dX (ConvTranspose)
+    and dW (ConvGradWeight) on random float32 data, Winograd off and by default, against the
+    same kernel in float64 (``_kernel_errors``). And per model: each parameter's gradient
+    against the same net and batch in float64, as ||g - g64|| / ||g64||, the largest over
+    the parameters. That figure measures the net as much as the kernels: a pre-activation
+    within rounding of zero takes the other side of ReLU's kink under any change of summation
+    order (even one BLAS thread against two), which moves its element's gradient by the whole
+    incoming value. ``float64_input_moved`` gives the scale: the same figure for the float64
+    net itself, its input moved by 1e-6 and 1e-5 of each value. Then the step time off and by
+    default."""
+    import numpy as np
+
+    import portable as pt
+    from benchmarks.hybridize import _batch, build_portable, portable_step
+    from portable import autograd, gluon
+    from portable.ops import registry
+
+    def attrs(op):
+        given = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+        return {key: given.get(key, spec.default) for key, spec in registry.get(op).attrs.items()}
+
+    rng = np.random.default_rng(0)
+    kernels = []
+    for c, size in RESNET18_CIFAR:
+        x, dy = (rng.standard_normal((TRAINING_BATCH, c, size, size)).astype(np.float32)
+                 for _ in range(2))
+        w = rng.standard_normal((c, c, 3, 3)).astype(np.float32)
+        kernels.append({"channels": c, "size": size, "max_relative_error": {
+            "forward": _kernel_errors("Conv", [x, w], x.shape, attrs("Conv")),
+            "dx": _kernel_errors("ConvTranspose", [dy, w], x.shape, attrs("ConvTranspose")),
+            "dw": _kernel_errors("portable.ConvGradWeight", [x, dy], w.shape,
+                                 attrs("portable.ConvGradWeight"))}})
+        print(json.dumps(kernels[-1]), flush=True)
+
+    x_host, y_host = _batch("resnet18")
+
+    def gradients(dtype, start=None, x_host=x_host):
+        net = build_portable("resnet18")
+        pt.random.seed(0)
+        net.initialize(pt.init.Xavier())
+        loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        x, y = pt.nd.array(x_host, dtype=dtype), pt.nd.array(y_host)
+        if start is None:
+            net(x)  # (deferred initialisation)
+        else:
+            net.cast(dtype)
+            net(x)
+            for param, values in zip(net.collect_params().values(), start):
+                param.set_data(pt.nd.array(values, dtype=dtype))
+        net.hybridize()
+        loss_fn.hybridize()
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        params = list(net.collect_params().values())
+        return ([p.data().asnumpy() for p in params],
+                [p.grad().asnumpy() for p in params if p.grad_req != "null"])
+
+    os.environ[ENV] = "0"
+    start, off = gradients(np.float32)
+    _, reference = gradients(np.float64, start)
+    os.environ.pop(ENV, None)
+    _, default = gradients(np.float32)
+
+    def worst(grads) -> float:
+        """The largest over the parameters (the nets list them in the same order)."""
+        error = max(np.linalg.norm(g - want) / np.linalg.norm(want)
+                    for g, want in zip(grads, reference))
+        return float(f"{error:.3g}")
+
+    moved = {}
+    for size in (1e-6, 1e-5):
+        x_moved = x_host * (1 + size * rng.standard_normal(x_host.shape))
+        moved[f"{size:g}"] = worst(gradients(np.float64, start, x_moved)[1])
+
+    steps = {}
+    for mode in ("0", "default"):  # (the path is chosen when the net's plan is prepared)
+        if mode == "default":
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = mode
+        steps[MODE_NAMES[mode]] = portable_step("resnet18", True)
+        steps[MODE_NAMES[mode]][0]()
+    os.environ.pop(ENV, None)
+
+    def timed(step):
+        def run():
+            step[0]()
+            step[1]()
+        return run
+
+    t = _median_rounds({name: timed(step) for name, step in steps.items()}, rounds)
+    row = {"model": "resnet18 (CIFAR, batch 32, training step)", "kernels": kernels,
+           "gradient_relative_norm_error": {"off": worst(off), "default": worst(default),
+                                            "float64_input_moved": moved},
+           "step_ms": {k: round(v * 1e3, 1) for k, v in t.items()},
+           "speedup_default": round(t["off"] / t["default"], 3)}
+    print(json.dumps({k: v for k, v in row.items() if k != "kernels"}), flush=True)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", nargs="+", default=["shapes", "models"],
-                        choices=["shapes", "models"])
+                        choices=["shapes", "models", "training"])
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--models", nargs="*", default=[])
@@ -249,6 +392,8 @@ def main() -> None:
         result["shapes"] = shapes_part(args.batches, args.rounds)
     if "models" in args.part:
         result["models"] = models_part(args.models, args.rounds, args.weights)
+    if "training" in args.part:
+        result["training"] = training_part(args.rounds)
     print(json.dumps(result, indent=1))
 
 
