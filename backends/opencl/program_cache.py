@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from portable.cache_dirs import cache_dir
 from portable.errors import BackendError
 from portable.io.atomic import atomic_write_bytes
 
@@ -31,11 +32,7 @@ def cache_root() -> Path | None:
     """The directory of cached binaries, or None when the disk cache is disabled."""
     if os.environ.get("PORTABLE_OPENCL_CACHE", "1") == "0":
         return None
-    base = os.environ.get("PORTABLE_CACHE_DIR")
-    if base is None:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        base = os.path.join(xdg, "portable")
-    return Path(base) / "opencl"
+    return cache_dir("opencl")
 
 
 def _scalar_dtypes() -> dict[str, Any]:

@@ -9,8 +9,8 @@ xp kernel it replaces for everything else.
 numba is imported lazily: the overrides are stubs that import their module (and numba) when
 first prepared, so using the cpu device costs nothing until a pool or depthwise Conv runs.
 Should numba be installed yet fail to import, the stubs warn once and run the xp kernels.
-Loops are compiled once per dtype and cached on disk (``__pycache__`` beside the modules, or
-``NUMBA_CACHE_DIR``).
+Loops are compiled once per dtype and cached on disk, in a folder named by a digest of this
+package's sources (``cache_folder``) unless ``NUMBA_CACHE_DIR`` names one.
 
 Example:
     >>> from backends.numpy import jit
@@ -19,10 +19,13 @@ Example:
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
+import sys
 import warnings
+from pathlib import Path
 from typing import Callable
 
 from backends.xp.kernels import conv as xp_conv
@@ -32,6 +35,7 @@ from backends.xp.kernels import linalg as xp_linalg
 from backends.xp.kernels import nn as xp_nn
 from backends.xp.kernels import rnn as xp_rnn
 from portable.backend import PreparedKernel, bound_kernel
+from portable.cache_dirs import cache_dir
 
 # op -> (module of this package that compiles it, the xp kernel it overrides)
 OVERRIDES: dict[str, tuple[str, Callable]] = {
@@ -56,6 +60,42 @@ OVERRIDES: dict[str, tuple[str, Callable]] = {
 }
 
 _loaded: dict[str, Callable] = {}
+
+
+def cache_folder(package: Path = Path(__file__).parent) -> Path:
+    """Where numba caches the loops of ``package`` (this one): ``cache_dir("numba")`` / a
+    digest of every module of the package. numba keys a cached loop by its own file's
+    timestamp only, so a loop that inlines or calls one from another module here kept that
+    module's old code after it changed (seen after an edit of ``depthwise.bound``; an
+    upgrade of portable that changes one module would do the same). A new digest is a new
+    folder: everything compiles afresh, once."""
+    digest = hashlib.sha256()
+    for source in sorted(package.glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return cache_dir("numba") / digest.hexdigest()[:16]
+
+
+def _point_numba_cache() -> None:
+    """Set ``NUMBA_CACHE_DIR`` to ``cache_folder()`` before the loops are decorated (numba
+    picks a loop's cache folder then), unless the user set it; a folder that cannot be
+    written leaves numba's default (``__pycache__`` beside the modules)."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    folder = cache_folder()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError:
+        return
+    os.environ["NUMBA_CACHE_DIR"] = str(folder)  # (numba imported later, and child processes)
+    config = sys.modules.get("numba.core.config")
+    if config is not None:  # (numba already imported: it read its environment then)
+        config.CACHE_DIR = str(folder)
+
+
+_point_numba_cache()
 
 
 def available() -> bool:
