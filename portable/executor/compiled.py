@@ -33,7 +33,7 @@ Example:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -64,6 +64,11 @@ class Step:
     # whether the step uses every thread of the host math library (True), one (False), or
     # leaves them as they are (None)
     threads: bool | None = None
+
+
+def _already_in_place(ctx: KernelContext, inputs: list, outputs: list, attrs: dict) -> None:
+    """The kernel of a Concat whose inputs the memory plan put in their slices of its output:
+    they were written there by the steps that computed them."""
 
 
 def _declared(rule: Any, node: Node, info: TypeInfo, attrs: dict) -> Any:
@@ -217,13 +222,16 @@ class CompiledGraph:
                 node.op, [types.get(name) if name else None for name in node.inputs],
                 [types.get(name) if name else None for name in node.outputs], attrs)
             self.steps.append(Step(node, call, attrs, False, index, threads))
-        self._switches_threads = any(step.threads is not None for step in self.steps)
         self._check_strings(graph, kept)
         self._check_element_types(graph, kept)
         scratch, sizes = kernel_workspace(graph, self.info, self.backend)
         self.plan: MemoryPlan = plan_memory(graph, self.info, strategy=plan, keep=keep,
                                             state_updates=self.state_updates,
                                             workspace=scratch)
+        if self.plan.concats:  # (their inputs were computed in their slices of the output)
+            self.steps = [replace(step, kernel=_already_in_place, threads=None)
+                          if step.index in self.plan.concats else step for step in self.steps]
+        self._switches_threads = any(step.threads is not None for step in self.steps)
         self.workspace_bytes = sum(sizes.values())
         self.held_bytes = kernel_held(graph, self.info, self.backend)
         # Counted as the kernels will hold them: a broadcast view's nbytes is its full shape's.

@@ -85,6 +85,12 @@ def build_plan(graph: Graph, device: Device, training: bool,
 
 def written_values(compiled: CompiledGraph, start: int, stop: int | None) -> set[str]:
     """Values that a kernel (not a view) of steps ``start:stop`` writes into its own buffer:
-    a caller may place such a value's buffer wherever it wants the result."""
+    a caller may place such a value's buffer wherever it wants the result. Not a Concat's
+    output or inputs where the plan computed the inputs in their slices of the output: its
+    step writes nothing, and an input moved elsewhere would leave its slice unwritten."""
+    nodes = compiled.graph.nodes
+    sliced = {name for index in compiled.plan.concats
+              for name in (*nodes[index].inputs, *nodes[index].outputs)}
     return {out for step in compiled.steps[start:stop] if not step.view
-            for out in step.node.outputs if out and out in compiled.buffers}
+            for out in step.node.outputs
+            if out and out in compiled.buffers and out not in sliced}

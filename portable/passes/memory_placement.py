@@ -67,6 +67,8 @@ class MemoryPlan:
             need per scratch buffer (kernels share one buffer per key), ``workspace_bytes``
             their total.
         categories: category of planned values given one (the others are ``activations``).
+        concats: indices (into ``graph.nodes``) of the Concats whose inputs were computed in
+            their slices of the output: their steps have nothing left to do.
     """
 
     strategy: str
@@ -84,6 +86,7 @@ class MemoryPlan:
     workspace: list[int] = field(default_factory=list)
     workspace_keys: dict[str, int] = field(default_factory=dict)
     categories: dict[str, str] = field(default_factory=dict)
+    concats: frozenset[int] = frozenset()
 
     @property
     def workspace_bytes(self) -> int:
@@ -91,7 +94,8 @@ class MemoryPlan:
 
     def placement(self, value: str) -> tuple[int, int, int]:
         """``(storage slot, byte offset, bytes)`` of a planned value (its slot's size: values
-        sharing a slot in place or as views have the same bytes)."""
+        sharing a slot in place or as views have the same bytes; a Concat's input computed in
+        its slice lies inside its output's slot)."""
         slot = self.storage[value]
         return slot, self.offsets[value], self.storage_sizes[slot]
 
@@ -133,6 +137,9 @@ class StorageTable:
 
     Attributes:
         storage: every value's slot (views and in-place outputs share their input's).
+        within: byte offset of a value inside its slot, where not 0 (a Concat's input in its
+            slice of the output, and views and in-place outputs of such a value).
+        concats: positions (in the steps) of the Concats whose inputs all lie in their slices.
         aliases: values living in a graph input's or constant's buffer, mapped to that input.
         naive_bytes: every computed value in its own block (views excepted).
     """
@@ -143,6 +150,8 @@ class StorageTable:
     planned: list[bool] = field(default_factory=list)
     first_value: list[str] = field(default_factory=list)
     storage: dict[str, int] = field(default_factory=dict)
+    within: dict[str, int] = field(default_factory=dict)
+    concats: frozenset[int] = frozenset()
     aliases: dict[str, str] = field(default_factory=dict)
     naive_bytes: int = 0
 
@@ -382,10 +391,10 @@ def value_placement(table: StorageTable, layout: Layout) -> tuple[dict[str, int]
     to its byte offset, and to its storage slot."""
     offsets: dict[str, int] = {}
     slots: dict[str, int] = {}
-    planned, aliases = table.planned, table.aliases
+    planned, aliases, within = table.planned, table.aliases, table.within
     for name, slot in table.storage.items():
         if planned[slot] and name not in aliases:
-            offsets[name] = layout.offsets[slot]
+            offsets[name] = layout.offsets[slot] + within.get(name, 0)
             slots[name] = slot
     return offsets, slots
 

@@ -11,10 +11,14 @@ pass, so planning is linear in the number of nodes:
    that storage's last reader, the types match and the storage is not kept. A view op's
    output (``OpDef.view``) always aliases its input's storage. A state update (a value in
    ``state_updates``) may be written in place into its state input's own buffer the same way.
+   Concat without a copy (``portable.passes.concat_slices``): a Concat's inputs may be
+   computed straight into their slices of its output's storage, each at a byte offset in it,
+   when they lie there one after another (batch 1, channels); its step then has nothing left
+   to do (``MemoryPlan.concats``).
    Every storage gets its lifetime (the steps from its producer to its last reader), and the
    liveness lower bound follows: the most bytes alive at one step of this order, which no
    placement can beat.
-3. Co-share: a size-keyed free list (``memory_placement.FreeList``: best fit; neighbouring
+3. Co-share (``portable.passes.co_share``): a size-keyed free list (best fit; neighbouring
    free blocks coalesce). The arena starts as one free block of the lower bound's size and
    grows at its top when nothing fits. In step order, each step's outputs are placed; within
    a free block the new storage goes next to the neighbour that outlives it, so that blocks
@@ -27,8 +31,9 @@ pass, so planning is linear in the number of nodes:
 
 Invariants: a storage is alive from its first writer to its last reader (to the last step when
 pinned); two storages alive at the same step never overlap; an output shares an input's storage
-only as a view or through an in-place pair, at that storage's last read; the arena is never
-below the lower bound. Placement (``portable.passes.memory_placement``) turns storages into
+only as a view or through an in-place pair, at that storage's last read (at the input's own
+offset in it), or as a Concat's input in its slice; the arena is never below the lower
+bound. Placement (``portable.passes.memory_placement``) turns storages into
 offsets: in serial mode, when the free list ends more than 1% above the lower bound, an offline
 greedy-by-size placement is tried too and the smaller arena wins.
 
@@ -46,14 +51,17 @@ Example:
 from __future__ import annotations
 
 import gc
+import math
 from typing import Collection, Iterable, Mapping, NamedTuple
 
 from portable.dtypes import STRING
 from portable.errors import GraphError
 from portable.ir.graph import Graph, Node, TensorType
 from portable.ops import registry
+from portable.passes.co_share import co_share
+from portable.passes.concat_slices import concat_slices
 from portable.passes.infer import TypeInfo, infer_types
-from portable.passes.memory_placement import (ALIGNMENT, FreeList, Layout, MemoryPlan,
+from portable.passes.memory_placement import (ALIGNMENT, Layout, MemoryPlan,
                                               StorageTable, aligned_bytes, iterated_greedy,
                                               sequential_layout, value_placement,
                                               workspace_needs)
@@ -62,7 +70,6 @@ __all__ = ["ALIGNMENT", "STRATEGIES", "MemoryPlan", "plan_memory", "running_step
 
 STRATEGIES = ("naive", "inplace", "coshare", "both")
 _PINNED = 1 << 60  # a reference count that never drops to zero
-_NEVER = 1 << 62  # the last step of the arena's edges: they outlive every storage
 # the offline placement runs only when the free list ends further than this above the bound
 _GOOD_ENOUGH = 1.01
 
@@ -174,7 +181,8 @@ def _plan(graph: Graph, info: TypeInfo, options: _Options) -> MemoryPlan:
         lifetimes=list(zip(table.start, table.end)), aliases=table.aliases,
         arena_bytes=layout.arena_bytes, naive_bytes=table.naive_bytes,
         lower_bound_bytes=bound, timeline=timeline, workspace=per_step, workspace_keys=keys,
-        categories={k: v for k, v in options.categories.items() if k in value_storage})
+        categories={k: v for k, v in options.categories.items() if k in value_storage},
+        concats=frozenset(step_index[position] for position in table.concats))
 
 
 def _lay_out(table: StorageTable, nodes: list[Node], bound: int, options: _Options) -> Layout:
@@ -183,7 +191,7 @@ def _lay_out(table: StorageTable, nodes: list[Node], bound: int, options: _Optio
     slots = [s for s in range(len(table.size)) if table.planned[s]]
     if options.strategy in ("naive", "inplace"):
         return sequential_layout(table, slots)
-    online = _co_share(table, slots, nodes, bound, parallel=options.parallel)
+    online = co_share(table, slots, nodes, bound, parallel=options.parallel)
     if options.parallel or online.arena_bytes <= _GOOD_ENOUGH * bound:
         return online
     return iterated_greedy(table, slots, len(nodes), bound, online)
@@ -213,7 +221,17 @@ def _scan(nodes: list[Node], types: Mapping[str, TensorType], rules: _ScanRules
     reads = _reference_counts(nodes, facets, rules.pinned)
     writers = (_state_writers(nodes, facets, rules.state_updates, reads)
                if rules.state_updates else {})
-    return _StorageScan(types, facets, reads, writers, rules).run(nodes)
+    spots: dict[str, tuple[str, int]] = {}
+    if rules.inplace:
+        slices = concat_slices(
+            nodes, types, views={op for op, f in facets.items() if f.view},
+            excluded={*rules.state_updates, *rules.state_updates.values(), *writers},
+            alignment=rules.alignment)
+        spots = slices.spots
+    table = _StorageScan(types, facets, reads, writers, rules, spots).run(nodes)
+    if spots:
+        table.concats = slices.steps
+    return table
 
 
 def _reference_counts(nodes: list[Node], facets: Mapping[str, _Facets],
@@ -262,19 +280,23 @@ class _StorageScan:
     in place, or its input's as a view) and every storage its lifetime.
 
     ``_refs`` holds, per slot, the reads still to come: a step may take over a storage in
-    place only when its own reads are the last ones. A state input's own buffer is a storage
-    too, unplanned, so that its update can be written into it in place.
+    place only when its own reads are the last ones. A value with a spot (an input of a
+    Concat computed in its slice, or the Concat's output) lives in the storage of the
+    outermost Concat's output, made when the first of them is written. A state input's own
+    buffer is a storage too, unplanned, so that its update can be written into it in place.
     """
 
     def __init__(self, types: Mapping[str, TensorType], facets: Mapping[str, _Facets],
                  reads: Mapping[str, int], writers: Mapping[str, str],
-                 rules: _ScanRules) -> None:
+                 rules: _ScanRules, spots: Mapping[str, tuple[str, int]]) -> None:
         self._types = types
         self._facets = facets
         self._reads = reads
         self._writers = writers
         self._inplace = rules.inplace
         self._alignment = rules.alignment
+        self._spots = spots
+        self._spot_slots: dict[str, int] = {}  # outermost Concat output -> its slot
         self._table = StorageTable()
         self._refs: list[int] = []
         for state in rules.state_updates:
@@ -309,7 +331,9 @@ class _StorageScan:
             nbytes = aligned_bytes(node, name, type_, self._alignment)
             table.naive_bytes += nbytes
             slot = None
-            if self._inplace and facets.inplace:
+            if name in self._spots:
+                slot = self._spot_slot(name, step)
+            elif self._inplace and facets.inplace:
                 slot = self._inplace_slot(node, facets, k, claimed)
             if slot is None:
                 slot = table.add(name, nbytes, step, step, True)
@@ -319,6 +343,21 @@ class _StorageScan:
             claimed.append(slot)
             storage[name] = slot
             refs[slot] += reads.get(name, 0)
+
+    def _spot_slot(self, name: str, step: int) -> int:
+        """The slot holding ``name`` in its Concat's output (made at the first write into
+        it, as large as the outermost output), with ``name``'s offset in it noted."""
+        table = self._table
+        top, offset = self._spots[name]
+        slot = self._spot_slots.get(top)
+        if slot is None:
+            type_, alignment = self._types[top], self._alignment  # (static: see concat_slices)
+            nbytes = -(-math.prod(type_.shape) * type_.dtype.itemsize // alignment) * alignment
+            slot = self._spot_slots[top] = table.add(top, nbytes, step, step, True)
+            self._refs.append(0)
+        if offset:
+            table.within[name] = offset
+        return slot
 
     def _view(self, name: str, source: str) -> None:
         """A view's output shares its source's storage; a view of a graph input or constant
@@ -330,6 +369,8 @@ class _StorageScan:
             if slot is None:
                 return
         table.storage[name] = slot
+        if source in table.within:
+            table.within[name] = table.within[source]
         self._refs[slot] += self._reads.get(name, 0)
 
     def _read_inputs(self, step: int, node: Node, facets: _Facets) -> None:
@@ -360,6 +401,8 @@ class _StorageScan:
             if source_type is not type_ and source_type != type_:
                 continue
             if self._refs[slot] == self._own_reads(node, facets, slot, source):
+                if source in table.within:  # (the output takes exactly the input's bytes)
+                    table.within[name] = table.within[source]
                 return slot
         return None
 
@@ -387,128 +430,3 @@ def _liveness(table: StorageTable, steps: int) -> list[int]:
         total += d
         alive.append(total)
     return alive
-
-
-# -- stages 3 and 4: the size-keyed free list, release at last use ---------------------------
-
-
-def _chains(nodes: list[Node]) -> list[int]:
-    """Partition the steps into chains: a step continues the chain of the first producer of
-    its inputs that no other step has continued yet. Steps on one chain are ordered by
-    dependency, so reusing memory along a chain adds no dependency."""
-    producer: dict[str, int] = {}
-    chain: list[int] = []
-    continued: set[int] = set()
-    for step, node in enumerate(nodes):
-        chosen = -1
-        for name in node.inputs:
-            p = producer.get(name)
-            if p is not None and p not in continued:
-                continued.add(p)
-                chosen = chain[p]
-                break
-        chain.append(chosen if chosen >= 0 else step)
-        for out in node.outputs:
-            if out:
-                producer[out] = step
-    return chain
-
-
-class _FalseDependencyGuard:
-    """Parallel mode: a step may reuse a block released by another step only when it already
-    depends on that step: both lie on one chain, or the releaser produced one of its inputs."""
-
-    def __init__(self, nodes: list[Node]) -> None:
-        self._nodes = nodes
-        self._chain = _chains(nodes)
-        self._producer: dict[str, int] = {}  # value -> step that produced it, so far
-
-    def may_reuse(self, releaser: int, step: int) -> bool:
-        if releaser < 0 or self._chain[releaser] == self._chain[step]:
-            return True
-        return any(self._producer.get(name) == releaser for name in self._nodes[step].inputs)
-
-    def ran(self, step: int) -> None:
-        for out in self._nodes[step].outputs:
-            if out:
-                self._producer[out] = step
-
-
-class _CoShare:
-    """Stages 3 and 4 as the steps go by: the free list, the live storages by their start and
-    end offsets (to see how long a free block's neighbours live), and the offsets so far."""
-
-    def __init__(self, table: StorageTable, floor: int,
-                 guard: _FalseDependencyGuard | None) -> None:
-        self._size, self._end = table.size, table.end
-        self._free = FreeList(floor, coalesce=guard is None)
-        self._guard = guard
-        self._live_at: dict[int, int] = {}  # start offset -> live slot
-        self._live_to: dict[int, int] = {}  # end offset -> live slot
-        self.offsets = [0] * len(table.size)
-        self.arena_bytes = 0
-
-    def place(self, slot: int, step: int) -> None:
-        """Stage 3: a block for ``slot``, written first at ``step``."""
-        need = self._size[slot]
-        if not need:
-            return  # an empty tensor needs no bytes (offset 0)
-        guard = self._guard
-        accept = None if guard is None else (lambda releaser: guard.may_reuse(releaser, step))
-        block = self._free.best_fit(need, accept)
-        offset = self._free.grow(need) if block is None else self._split(block, slot, step)
-        self.offsets[slot] = offset
-        self.arena_bytes = max(self.arena_bytes, offset + need)
-        self._live_at[offset] = slot
-        self._live_to[offset + need] = slot
-
-    def release(self, slot: int, step: int) -> None:
-        """Stage 4: ``step`` read ``slot`` for the last time."""
-        offset, need = self.offsets[slot], self._size[slot]
-        if need:
-            del self._live_at[offset], self._live_to[offset + need]
-            self._free.release(offset, need, step)
-
-    def _split(self, block: tuple[int, int], slot: int, step: int) -> int:
-        """Take the free ``block`` for ``slot`` and return the rest; returns the offset. The
-        storage goes at the end whose neighbour outlives it (the arena's edges live forever),
-        so that the rest is freed together with the other neighbour and coalesces."""
-        size, offset = block
-        need, end, free = self._size[slot], self._end[slot], self._free
-        free.take(offset)
-        left = (self._end[self._live_to[offset]] if offset in self._live_to else
-                _NEVER if offset == 0 else -1)
-        right = (self._end[self._live_at[offset + size]] if offset + size in self._live_at else
-                 _NEVER if offset + size == free.top else -1)
-        if right >= end and (left < end or right > left):
-            if size > need:
-                free.release(offset, size - need, step)
-            return offset + size - need
-        if size > need:
-            free.release(offset + need, size - need, step)
-        return offset
-
-
-def _co_share(table: StorageTable, slots: list[int], nodes: list[Node], floor: int, *,
-              parallel: bool) -> Layout:
-    """Stages 3 and 4 in step order, in an arena that starts ``floor`` bytes large (the lower
-    bound: what it must reach anyway)."""
-    starting: dict[int, list[int]] = {}
-    ending: dict[int, list[int]] = {}
-    for slot in slots:
-        starting.setdefault(table.start[slot], []).append(slot)
-        ending.setdefault(table.end[slot], []).append(slot)
-    guard = _FalseDependencyGuard(nodes) if parallel else None
-    arena = _CoShare(table, floor, guard)
-    size = table.size
-    for step in range(len(nodes)):
-        placing = starting.get(step, ())
-        if len(placing) > 1:
-            placing = sorted(placing, key=lambda q: -size[q])  # largest first: best fit
-        for slot in placing:
-            arena.place(slot, step)
-        if guard is not None:
-            guard.ran(step)
-        for slot in ending.get(step, ()):
-            arena.release(slot, step)
-    return Layout(arena.offsets, arena.arena_bytes)

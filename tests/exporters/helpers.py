@@ -58,6 +58,33 @@ def light_input(model: onnx.ModelProto) -> tuple[str, np.ndarray]:
     return info.name, (np.arange(count).reshape(shape) / count).astype(np.float32)
 
 
+def with_random_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
+    """A copy of a light model with random weights: each ConstantOfShape that fills a weight
+    with one value (the light models ship their shapes only) becomes a random initializer,
+    He-normal for a Conv or Gemm weight, uniform in [0.5, 1.5] for a vector (biases, and
+    BatchNorm's scales and variances, which must be positive). With one value everywhere
+    every channel of a layer is the same, so a channel put in the wrong place goes unseen."""
+    rng = np.random.default_rng(seed)
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    graph = copy.graph
+    shapes = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
+    kept = []
+    for node in graph.node:
+        if node.op_type != "ConstantOfShape" or node.input[0] not in shapes:
+            kept.append(node)
+            continue
+        shape = tuple(int(d) for d in shapes[node.input[0]])
+        if len(shape) >= 2:
+            value = rng.standard_normal(shape) * np.sqrt(2 / np.prod(shape[1:]))
+        else:
+            value = rng.uniform(0.5, 1.5, shape)
+        graph.initializer.append(tensor(node.output[0], value))
+    del graph.node[:]
+    graph.node.extend(kept)
+    return copy
+
+
 def with_logits(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` with the input of its final Softmax (the logits) as a second output; the
     model itself when it does not end with a Softmax."""
