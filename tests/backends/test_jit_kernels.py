@@ -119,6 +119,46 @@ def average_pool_reference(x, geom, include_pad):
     return y
 
 
+FUSED_3X3_POOLS = [  # strides, pads, ceil_mode, (N, C, H, W), whether the fused loops run
+    ((2, 2), (0, 0, 0, 0), 0, (1, 3, 11, 111), True),  # SqueezeNet's: odd width
+    ((2, 2), (0, 0, 1, 1), 0, (1, 2, 12, 56), True),   # Inception v2's: a pad at the end
+    ((2, 2), (1, 1, 1, 1), 0, (2, 2, 9, 10), True),    # ResNet's stem: a column before
+    ((2, 2), (2, 2, 2, 2), 0, (1, 2, 7, 9), True),     # pads of 2: one column inside
+    ((2, 2), (0, 0, 0, 0), 1, (2, 2, 8, 14), True),    # ceil_mode: a last window half out
+    ((2, 2), (0, 1, 1, 0), 1, (1, 2, 4, 3), True),     # narrow planes, uneven pads
+    ((2, 2), (0, 0, 0, 0), 0, (1, 2, 3, 3), True),     # one window
+    ((1, 1), (1, 1, 1, 1), 0, (3, 5, 7, 9), True),     # Inception's pool branch
+    ((1, 1), (1, 1, 1, 1), 0, (2, 3, 2, 2), True),     # planes of 2x2
+    ((1, 1), (1, 1, 1, 1), 0, (1, 2, 13, 1), False),   # one column: the general loop
+    ((1, 1), (0, 2, 2, 0), 0, (2, 2, 6, 5), False),    # as large as x, but shifted
+]
+
+
+@pytest.mark.parametrize("strides,pads,ceil_mode,shape,fused", FUSED_3X3_POOLS)
+@pytest.mark.parametrize("loop", ["max_pool_serial", "max_pool_parallel"])
+@pytest.mark.parametrize("nan_rate", [0.0, 0.004, 0.05], ids=["no-nan", "a-nan", "nans"])
+def test_fused_3x3_max_pool_against_direct_loop(strides, pads, ceil_mode, shape, fused, loop,
+                                               nan_rate):
+    """3x3 pools at stride 2, or at stride 1 as large as the input, take fused loops with
+    plain maxima; a plane that read a NaN goes again through the NaN-aware loop. Every window,
+    edge ones included, against the float64 direct loop: with no NaN (the fused loops
+    alone), one here and there (some planes again), and many."""
+    from backends.numpy.jit import max_pool
+
+    attrs = _attrs("MaxPool", kernel_shape=[3, 3], strides=list(strides), pads=list(pads),
+                   ceil_mode=ceil_mode)
+    geom = pool_geometry(shape[2:], attrs)
+    prepared = max_pool._prepare_max_pool(
+        array_types([np.empty(shape, np.float32)]),
+        array_types([np.empty(shape[:2] + geom.out, np.float32)]), attrs)
+    assert (prepared[0] is max_pool.max_pool_3x3_serial) == fused
+    if fused:
+        loop = loop.replace("max_pool_", "max_pool_3x3_")
+    _max_pool_loop_against_direct_loop(loop, shape, sum(shape), nan_rate=nan_rate,
+                                       kernel_shape=[3, 3], strides=list(strides),
+                                       pads=list(pads), ceil_mode=ceil_mode)
+
+
 def depthwise_reference(x, w, b, geom):
     n, c, height, width = x.shape
     m = w.shape[0]
@@ -226,15 +266,16 @@ def test_stride_one_max_pool_against_direct_loop(kernel, pads, dilations, shape,
                                        pads=list(pads), dilations=list(dilations))
 
 
-def _max_pool_loop_against_direct_loop(loop: str, shape: tuple, seed: int, **given) -> None:
-    """The compiled MaxPool ``loop`` on planes of a random x (NaN and -inf about) equals the
-    float64 direct loop in every window."""
+def _max_pool_loop_against_direct_loop(loop: str, shape: tuple, seed: int, nan_rate=0.05,
+                                      **given) -> None:
+    """The compiled MaxPool ``loop`` on planes of a random x (NaN, at ``nan_rate``, and -inf
+    about) equals the float64 direct loop in every window."""
     from backends.numpy.jit import max_pool
     from backends.numpy.jit.support import window_tuple
 
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(shape).astype(np.float32)
-    x.reshape(-1)[rng.random(x.size) < 0.05] = np.nan
+    x.reshape(-1)[rng.random(x.size) < nan_rate] = np.nan
     x.reshape(-1)[rng.random(x.size) < 0.1] = -np.inf
     geom = pool_geometry(x.shape[2:], _attrs("MaxPool", **given))
     want, _ = max_pool_reference(x.astype(np.float64), geom, 0)
@@ -282,6 +323,37 @@ def test_stride_one_average_pool_against_direct_loop(kernel, pads, dilations, sh
     y = np.full(x.shape[:2] + geom.out, 7, np.float32)
     getattr(average_pool, loop)(x.reshape((-1,) + x.shape[2:]), y.reshape((-1,) + geom.out),
                                 geom.tail, bool(include_pad), window_tuple(geom))
+    np.testing.assert_allclose(y, want, **_tol(np.float32))
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 7, 9), (2, 3, 2, 2), (1, 4, 14, 14)])
+@pytest.mark.parametrize("loop", ["average_pool_3x3_serial", "average_pool_3x3_parallel"])
+@pytest.mark.parametrize("include_pad", [0, 1])
+def test_fused_3x3_average_pool_against_direct_loop(shape, loop, include_pad):
+    """A 3x3 stride-1 average pool as large as its input takes two fused passes: the general
+    loop's sums in its order, divided in float32 where the general loop divides in float64
+    (so within an ulp of it), and the float64 direct loop's answer to rounding; a shifted
+    pool of the same size keeps the general loop."""
+    from backends.numpy.jit import average_pool
+    from backends.numpy.jit.support import window_tuple
+
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    attrs = _attrs("AveragePool", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                   count_include_pad=include_pad)
+    geom = pool_geometry(x.shape[2:], attrs)
+    types = array_types([x]), array_types([np.empty(shape[:2] + geom.out, np.float32)])
+    assert average_pool._prepare_average_pool(*types, attrs)[0] is (
+        average_pool.average_pool_3x3_serial)
+    shifted = _attrs("AveragePool", kernel_shape=[3, 3], pads=[0, 2, 2, 0])
+    assert average_pool._prepare_average_pool(*types, shifted)[0] is (
+        average_pool.average_pool_serial)
+    planes = (-1,) + x.shape[2:]
+    y, general = (np.full(x.shape[:2] + geom.out, 7, np.float32) for _ in range(2))
+    args = geom.tail, bool(include_pad), window_tuple(geom)
+    getattr(average_pool, loop)(x.reshape(planes), y.reshape(planes), *args)
+    average_pool.average_pool_serial(x.reshape(planes), general.reshape(planes), *args)
+    np.testing.assert_array_max_ulp(y, general, maxulp=1)
+    want = average_pool_reference(x.astype(np.float64), geom, include_pad)
     np.testing.assert_allclose(y, want, **_tol(np.float32))
 
 

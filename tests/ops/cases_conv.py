@@ -315,6 +315,8 @@ def global_max_pool_reference(inputs, attrs):
 
 GLOBAL_POOL = [
     Case("GlobalAveragePool", [rand(2, 3, 4, 5)], name="2d"),
+    Case("GlobalAveragePool", [rand(1, 16, 13, 13)], name="2d-gemv"),  # (SqueezeNet's planes)
+    Case("GlobalAveragePool", [rand(1, 2, 40, 40)], name="2d-numpy"),  # (past the gemv limit)
     Case("GlobalAveragePool", [rand(2, 3, 5)], name="1d"),
     Case("GlobalAveragePool", [rand(1, 2, 3, 2, 4)], name="3d"),
     Case("GlobalMaxPool", [rand(2, 3, 4, 5)], name="2d"),

@@ -4,7 +4,8 @@ The pool sums separably: per output row, the input rows its windows read into on
 each window's columns of that row (``_sum_planes``); a stride-1 pool as large as its input
 sums each kernel row and column over all its planes at once (``_sum_same``). The gradient
 walks kernel offsets (row, then column) and, for each, the rows and runs of windows that read
-that offset inside the input. Either way the inner loops are adds with no bounds test.
+that offset inside the input. Either way the inner loops are adds with no bounds test. A 3x3 stride-1 pool as large as its
+input takes two fused passes instead (``pool_3x3.same_block_mean``), with the same sums.
 The divisor of window (oh, ow) is the product of per-axis counts, as in the xp kernel:
 positions inside [-head, size + tail) when count_include_pad (the declared or auto_pad
 padding; the extra reach of ceil_mode never counts), else inside [0, size). A window with
@@ -15,6 +16,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from backends.numpy.jit.pool_3x3 import same_block_mean
+from backends.numpy.jit.pool_3x3 import takes as takes_3x3
 from backends.numpy.jit.support import (JIT, contiguous, floats, inside_span, override,
                                         parallel, same_size, span, window_tuple)
 from backends.xp.kernels.conv import average_pool as xp_average_pool
@@ -105,7 +108,7 @@ def _sum_planes(x, y, divisor, g, first, last):
 @numba.njit(**JIT)
 def _sum_same(x, y, divisor, g):
     """``_sum_planes`` for a stride-1 pool as large as its input (Inception's 3x3 pools with
-    pads of 1), as ``max_pool._max_same`` takes the maximum: one add per kernel row down and
+    pads of 1), as ``max_pool_forward._max_same`` takes the maximum: one add per kernel row down and
     one per kernel column across, each over every plane at once, the edge rows and columns
     (where a shift reads across a plane's or a row's end) summed again one by one; then one
     pass over ``divisor``. The same adds in the same order as ``_sum_planes``. 576 planes of
@@ -183,6 +186,27 @@ def average_pool_serial(x, y, tail, include_pad, g):
         _sum_planes(x, y, divisor, g, 0, x.shape[0])
 
 
+@numba.njit(**JIT)
+def average_pool_3x3_serial(x, y, tail, include_pad, g):
+    """``average_pool_serial`` for 3x3 stride-1 pools as large as their input
+    (``pool_3x3.takes``): two fused passes over the block."""
+    divisor = _divisors(y.shape[1], y.shape[2], x.shape[1:], tail, include_pad, g)
+    same_block_mean(x, y, divisor.astype(x.dtype), np.empty(x.size, x.dtype))
+
+
+@numba.njit(parallel=True, **JIT)
+def average_pool_3x3_parallel(x, y, tail, include_pad, g):
+    divisor = _divisors(y.shape[1], y.shape[2], x.shape[1:], tail, include_pad,
+                        g).astype(x.dtype)
+    blocks = min(x.shape[0], 16)  # (blocks of planes, a few per thread)
+    per = -(-x.shape[0] // blocks)
+    for b in numba.prange(blocks):
+        lo, hi = b * per, min(x.shape[0], (b + 1) * per)
+        if lo < hi:
+            same_block_mean(x[lo:hi], y[lo:hi], divisor, np.empty((hi - lo) * x[0].size,
+                                                                  x.dtype))
+
+
 @numba.njit(parallel=True, **JIT)
 def average_pool_parallel(x, y, tail, include_pad, g):
     divisor = _divisors(y.shape[1], y.shape[2], x.shape[1:], tail, include_pad, g)
@@ -250,8 +274,10 @@ def _prepare_average_pool(input_types, output_types, attrs):
     state = _prepare(input_types[0], output_types[0], attrs)
     if state is None:
         return None
-    fast, *rest = state
-    return (average_pool_parallel if fast else average_pool_serial, *rest)
+    fast, g, *rest = state
+    if takes_3x3(g, input_types[0].shape[2:], output_types[0].shape[2:], stride2=False):
+        return (average_pool_3x3_parallel if fast else average_pool_3x3_serial, g, *rest)
+    return (average_pool_parallel if fast else average_pool_serial, g, *rest)
 
 
 @override(xp_average_pool, _prepare_average_pool)

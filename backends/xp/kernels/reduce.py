@@ -37,16 +37,16 @@ SHORT_REDUCTION = 64
 _GEMV_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def short_trailing_sum(xp, x, axes: tuple[int, ...], out) -> int:
+def short_trailing_sum(xp, x, axes: tuple[int, ...], out, limit: int = SHORT_REDUCTION) -> int:
     """Sum ``x`` over ``axes`` into ``out`` as ``x (rows, k) @ ones(k)`` when ``axes`` are
-    x's last axes, together 2 to ``SHORT_REDUCTION`` elements, and both arrays are
-    contiguous float32/float64; returns k, or 0 having written nothing (any other case)."""
+    x's last axes, together 2 to ``limit`` elements, and both arrays are contiguous
+    float32/float64; returns k, or 0 having written nothing (any other case)."""
     rank = x.ndim
     if (not axes or axes[0] != rank - len(axes) or x.dtype not in _GEMV_DTYPES
             or out.dtype != x.dtype or x.size == 0):
         return 0
     k = math.prod(x.shape[axes[0]:])
-    if not (1 < k <= SHORT_REDUCTION and x.flags.c_contiguous and out.flags.c_contiguous):
+    if not (1 < k <= limit and x.flags.c_contiguous and out.flags.c_contiguous):
         return 0
     xp.matmul(x.reshape(-1, k), xp.ones(k, dtype=x.dtype), out=out.reshape(-1))
     return k
