@@ -10,7 +10,8 @@ numba is imported lazily: the overrides are stubs that import their module (and 
 first prepared, so using the cpu device costs nothing until a pool or depthwise Conv runs.
 Should numba be installed yet fail to import, the stubs warn once and run the xp kernels.
 Loops are compiled once per dtype and cached on disk, in a folder named by a digest of this
-package's sources (``cache_folder``) unless ``NUMBA_CACHE_DIR`` names one.
+package's sources (``cache_folder``, set when the first loop module loads) unless
+``NUMBA_CACHE_DIR`` names one.
 
 Example:
     >>> from backends.numpy import jit
@@ -75,10 +76,12 @@ def cache_folder(package: Path = Path(__file__).parent) -> Path:
     return cache_dir("numba") / digest.hexdigest()[:16]
 
 
-def _point_numba_cache() -> None:
+def point_numba_cache() -> None:
     """Set ``NUMBA_CACHE_DIR`` to ``cache_folder()`` before the loops are decorated (numba
     picks a loop's cache folder then), unless the user set it; a folder that cannot be
-    written leaves numba's default (``__pycache__`` beside the modules)."""
+    written leaves numba's default (``__pycache__`` beside the modules). ``support`` calls
+    it before it imports numba (every loop module imports ``support`` first), so that using
+    the backend without a compiled kernel sets nothing and hashes nothing."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
     folder = cache_folder()
@@ -94,8 +97,6 @@ def _point_numba_cache() -> None:
     if config is not None:  # (numba already imported: it read its environment then)
         config.CACHE_DIR = str(folder)
 
-
-_point_numba_cache()
 
 
 def available() -> bool:

@@ -20,11 +20,15 @@ import functools
 import importlib
 from typing import Callable
 
-import numba
-import numpy as np
+from backends.numpy.jit import point_numba_cache
 
-from portable.backend import PreparedKernel, bound_kernel
-from portable.ops.conv import Geometry
+point_numba_cache()  # (before numba is imported: it reads NUMBA_CACHE_DIR then)
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+
+from portable.backend import PreparedKernel, bound_kernel  # noqa: E402
+from portable.ops.conv import Geometry  # noqa: E402
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
