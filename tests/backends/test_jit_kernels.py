@@ -326,35 +326,75 @@ def test_stride_one_average_pool_against_direct_loop(kernel, pads, dilations, sh
     np.testing.assert_allclose(y, want, **_tol(np.float32))
 
 
-@pytest.mark.parametrize("shape", [(3, 5, 7, 9), (2, 3, 2, 2), (1, 4, 14, 14)])
+FUSED_3X3_AVERAGE_POOLS = [  # strides, pads, ceil_mode, (N, C, H, W)
+    ((1, 1), (1, 1, 1, 1), 0, (3, 5, 7, 9)),     # Inception v2's pool branch
+    ((1, 1), (1, 1, 1, 1), 0, (2, 3, 2, 2)),
+    ((1, 1), (1, 1, 1, 1), 0, (1, 4, 14, 14)),
+    ((2, 2), (1, 1, 1, 1), 0, (1, 3, 56, 56)),   # ShuffleNet's shortcuts
+    ((2, 2), (0, 0, 1, 1), 0, (1, 2, 9, 10)),
+    ((2, 2), (2, 2, 2, 2), 0, (1, 2, 7, 9)),     # windows with one column inside
+    ((2, 2), (0, 0, 0, 0), 1, (2, 2, 8, 13)),    # ceil_mode: a last window half out
+]
+
+
+@pytest.mark.parametrize("strides,pads,ceil_mode,shape", FUSED_3X3_AVERAGE_POOLS)
 @pytest.mark.parametrize("loop", ["average_pool_3x3_serial", "average_pool_3x3_parallel"])
 @pytest.mark.parametrize("include_pad", [0, 1])
-def test_fused_3x3_average_pool_against_direct_loop(shape, loop, include_pad):
-    """A 3x3 stride-1 average pool as large as its input takes two fused passes: the general
-    loop's sums in its order, divided in float32 where the general loop divides in float64
-    (so within an ulp of it), and the float64 direct loop's answer to rounding; a shifted
-    pool of the same size keeps the general loop."""
+def test_fused_3x3_average_pool_against_direct_loop(strides, pads, ceil_mode, shape, loop,
+                                                   include_pad):
+    """3x3 average pools at stride 2, or at stride 1 as large as the input, take fused
+    loops: the general loop's sums in its order, divided in float32 where the general loop
+    divides in float64 (so within an ulp of it), and the float64 direct loop's answer to
+    rounding; a shifted stride-1 pool of the same size keeps the general loop."""
     from backends.numpy.jit import average_pool
     from backends.numpy.jit.support import window_tuple
 
     x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
-    attrs = _attrs("AveragePool", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
-                   count_include_pad=include_pad)
+    attrs = _attrs("AveragePool", kernel_shape=[3, 3], strides=list(strides), pads=list(pads),
+                   ceil_mode=ceil_mode, count_include_pad=include_pad)
     geom = pool_geometry(x.shape[2:], attrs)
     types = array_types([x]), array_types([np.empty(shape[:2] + geom.out, np.float32)])
     assert average_pool._prepare_average_pool(*types, attrs)[0] is (
         average_pool.average_pool_3x3_serial)
-    shifted = _attrs("AveragePool", kernel_shape=[3, 3], pads=[0, 2, 2, 0])
-    assert average_pool._prepare_average_pool(*types, shifted)[0] is (
-        average_pool.average_pool_serial)
-    planes = (-1,) + x.shape[2:]
+    if strides == (1, 1):
+        shifted = _attrs("AveragePool", kernel_shape=[3, 3], pads=[0, 2, 2, 0])
+        assert average_pool._prepare_average_pool(*types, shifted)[0] is (
+            average_pool.average_pool_serial)
     y, general = (np.full(x.shape[:2] + geom.out, 7, np.float32) for _ in range(2))
     args = geom.tail, bool(include_pad), window_tuple(geom)
-    getattr(average_pool, loop)(x.reshape(planes), y.reshape(planes), *args)
-    average_pool.average_pool_serial(x.reshape(planes), general.reshape(planes), *args)
+    planes = (-1,) + x.shape[2:]
+    getattr(average_pool, loop)(x.reshape(planes), y.reshape((-1,) + geom.out), *args)
+    average_pool.average_pool_serial(x.reshape(planes), general.reshape((-1,) + geom.out),
+                                     *args)
     np.testing.assert_array_max_ulp(y, general, maxulp=1)
     want = average_pool_reference(x.astype(np.float64), geom, include_pad)
     np.testing.assert_allclose(y, want, **_tol(np.float32))
+
+
+@pytest.mark.parametrize("shape,ceil_mode,pairs", [((2, 3, 8, 10), 0, True),
+                                                   ((1, 2, 7, 9), 0, True),
+                                                   ((1, 2, 7, 9), 1, False)])
+def test_average_pool_pairs_of_tiling_windows(shape, ceil_mode, pairs):
+    """2x2 windows tiling the plane (DenseNet's transitions; odd last rows and columns read
+    by none) take a loop of their own: the general loop's answer to the bit; ceil_mode's
+    partial windows keep the general loop."""
+    from backends.numpy.jit import average_pool
+    from backends.numpy.jit.support import window_tuple
+
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    attrs = _attrs("AveragePool", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=ceil_mode)
+    geom = pool_geometry(x.shape[2:], attrs)
+    types = array_types([x]), array_types([np.empty(shape[:2] + geom.out, np.float32)])
+    state = average_pool._prepare_average_pool(*types, attrs)
+    assert (state[0] is average_pool.average_pool_pairs) == pairs
+    ours = _both("AveragePool", [x], [shape[:2] + geom.out], [x.dtype], attrs)[0][0]
+    general = np.empty(shape[:2] + geom.out, np.float32)
+    average_pool.average_pool_serial(x.reshape((-1,) + x.shape[2:]),
+                                     general.reshape((-1,) + geom.out), geom.tail, False,
+                                     window_tuple(geom))
+    np.testing.assert_array_equal(ours, general)
+    want = average_pool_reference(x.astype(np.float64), geom, 0)
+    np.testing.assert_allclose(ours, want, **_tol(np.float32))
 
 
 @pytest.mark.parametrize("kernel,shape,ceil_mode", [((2, 2), (3, 5, 24, 24), 0),

@@ -4,8 +4,9 @@ The pool sums separably: per output row, the input rows its windows read into on
 each window's columns of that row (``_sum_planes``); a stride-1 pool as large as its input
 sums each kernel row and column over all its planes at once (``_sum_same``). The gradient
 walks kernel offsets (row, then column) and, for each, the rows and runs of windows that read
-that offset inside the input. Either way the inner loops are adds with no bounds test. A 3x3 stride-1 pool as large as its
-input takes two fused passes instead (``pool_3x3.same_block_mean``), with the same sums.
+that offset inside the input. Either way the inner loops are adds with no bounds test. A 3x3 pool at stride 2, or at stride 1
+as large as its input, takes the fused loops of ``pool_3x3`` instead, with the same sums; 2x2
+windows tiling the plane take ``average_pool_pairs``.
 The divisor of window (oh, ow) is the product of per-axis counts, as in the xp kernel:
 positions inside [-head, size + tail) when count_include_pad (the declared or auto_pad
 padding; the extra reach of ceil_mode never counts), else inside [0, size). A window with
@@ -16,7 +17,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from backends.numpy.jit.pool_3x3 import same_block_mean
+from backends.numpy.jit.pool_3x3 import same_block_mean, stride2_block_mean
 from backends.numpy.jit.pool_3x3 import takes as takes_3x3
 from backends.numpy.jit.support import (JIT, contiguous, floats, inside_span, override,
                                         parallel, same_size, span, window_tuple)
@@ -187,11 +188,21 @@ def average_pool_serial(x, y, tail, include_pad, g):
 
 
 @numba.njit(**JIT)
+def _block_mean_3x3(x, y, divisor, g):
+    """Planes x into y by the fused loops of ``pool_3x3``: two passes over the block at
+    stride 1, rows of column sums split into halves at stride 2."""
+    if g[2] == 1:
+        same_block_mean(x, y, divisor, np.empty(x.size, x.dtype))
+    else:
+        stride2_block_mean(x, y, (g[6], g[7]), divisor, np.empty(x.shape[2], x.dtype),
+                           np.empty((2, x.shape[2] // 2 + 1), x.dtype))
+
+
+@numba.njit(**JIT)
 def average_pool_3x3_serial(x, y, tail, include_pad, g):
-    """``average_pool_serial`` for 3x3 stride-1 pools as large as their input
-    (``pool_3x3.takes``): two fused passes over the block."""
+    """``average_pool_serial`` for the 3x3 pools ``pool_3x3.takes``."""
     divisor = _divisors(y.shape[1], y.shape[2], x.shape[1:], tail, include_pad, g)
-    same_block_mean(x, y, divisor.astype(x.dtype), np.empty(x.size, x.dtype))
+    _block_mean_3x3(x, y, divisor.astype(x.dtype), g)
 
 
 @numba.njit(parallel=True, **JIT)
@@ -203,8 +214,22 @@ def average_pool_3x3_parallel(x, y, tail, include_pad, g):
     for b in numba.prange(blocks):
         lo, hi = b * per, min(x.shape[0], (b + 1) * per)
         if lo < hi:
-            same_block_mean(x[lo:hi], y[lo:hi], divisor, np.empty((hi - lo) * x[0].size,
-                                                                  x.dtype))
+            _block_mean_3x3(x[lo:hi], y[lo:hi], divisor, g)
+
+
+@numba.njit(**JIT)
+def average_pool_pairs(x, y):
+    """y (N, C, H/2, W/2) = the mean of each 2x2 window of x (N, C, H, W) at stride 2, the
+    windows tiling x (DenseNet's transitions): the general loop's sums in its order (rows,
+    then columns), a quarter of each (exact, as its division by 4 is)."""
+    n, c, rows, cols = y.shape
+    for i in range(n):
+        for ch in range(c):
+            for oh in range(rows):
+                top, bottom, out = x[i, ch, 2 * oh], x[i, ch, 2 * oh + 1], y[i, ch, oh]
+                for ow in range(cols):
+                    k, k1 = np.uint64(2 * ow), np.uint64(2 * ow + 1)
+                    out[np.uint64(ow)] = ((top[k] + bottom[k]) + (top[k1] + bottom[k1])) / 4
 
 
 @numba.njit(parallel=True, **JIT)
@@ -275,7 +300,11 @@ def _prepare_average_pool(input_types, output_types, attrs):
     if state is None:
         return None
     fast, g, *rest = state
-    if takes_3x3(g, input_types[0].shape[2:], output_types[0].shape[2:], stride2=False):
+    x_shape, y_shape = input_types[0].shape[2:], output_types[0].shape[2:]
+    if g[:8] == (2, 2, 2, 2, 1, 1, 0, 0) and tuple(y_shape) == (x_shape[0] // 2,
+                                                                  x_shape[1] // 2):
+        return (average_pool_pairs, None, *rest)  # (2x2 windows tiling the plane)
+    if takes_3x3(g, x_shape, y_shape):
         return (average_pool_3x3_parallel if fast else average_pool_3x3_serial, g, *rest)
     return (average_pool_parallel if fast else average_pool_serial, g, *rest)
 
@@ -286,7 +315,10 @@ def average_pool(state, ctx, inputs, outputs, attrs) -> bool:
     if not contiguous(x, y):
         return False
     run, g, tail, include_pad = state
-    run(_planes(x), _planes(y), tail, include_pad, g)
+    if g is None:
+        run(x, y)  # (average_pool_pairs: the 4-D arrays as they are)
+    else:
+        run(_planes(x), _planes(y), tail, include_pad, g)
     return True
 
 

@@ -1,6 +1,7 @@
-"""The most common pooling windows in fused passes: MaxPool 3x3 at stride 2 (the downsampling
-pools of SqueezeNet, GoogLeNet, Inception and ResNet stems), MaxPool and AveragePool 3x3 at
-stride 1 keeping the size (Inception's pool branches); any padding, dilation 1.
+"""The most common pooling windows in fused passes: MaxPool and AveragePool 3x3 at stride 2
+(the downsampling pools of SqueezeNet, GoogLeNet, Inception and ResNet stems, ShuffleNet's
+shortcuts) and at stride 1 keeping the size (Inception's pool branches); any padding,
+dilation 1.
 
 The general loops (``max_pool_forward._max_plane`` and ``_max_same``, ``average_pool._sum_same``)
 reduce one kernel row or column per pass, each pass a load and a store of a whole row or
@@ -31,16 +32,15 @@ import numpy as np
 from backends.numpy.jit.support import JIT
 
 
-def takes(g, x_shape, y_shape, stride2: bool = True) -> bool:
+def takes(g, x_shape, y_shape) -> bool:
     """Whether these loops run a pool of geometry ``g`` (``window_tuple``) from planes of
-    ``x_shape`` (H, W) to ``y_shape``: 3x3 windows, dilation 1, and stride 2 (MaxPool only:
-    ``stride2=False`` leaves it out), or stride 1 with an output as large as the input (at
-    least 2x2: pads of 1 all round)."""
+    ``x_shape`` (H, W) to ``y_shape``: 3x3 windows, dilation 1, and stride 2, or stride 1
+    with an output as large as the input (at least 2x2: pads of 1 all round)."""
     kh, kw, sh, sw, dh, dw = g[:6]
     if (kh, kw, dh, dw) != (3, 3, 1, 1):
         return False
     if (sh, sw) == (2, 2):
-        return stride2
+        return True
     return ((sh, sw) == (1, 1) and tuple(g[6:8]) == (1, 1) and min(x_shape) >= 2
             and tuple(x_shape) == tuple(y_shape))
 
@@ -189,3 +189,59 @@ def same_block_mean(x, y, divisor, v) -> None:
                 np.uint64(base + left + 1)]) / flat_d[np.uint64(left)]
             flat_y[np.uint64(base + right)] = (v[np.uint64(base + right - 1)] + v[
                 np.uint64(base + right)]) / flat_d[np.uint64(right)]
+
+
+@numba.njit(inline="always", **JIT)
+def _edge_sum(v, left, width):
+    """The sum of v[left:left + 3] inside [0, width), in order."""
+    total = v.dtype.type(0)
+    for c in range(max(left, 0), min(left + 3, width)):
+        total += v[np.uint64(c)]
+    return total
+
+
+@numba.njit(**JIT)
+def stride2_block_mean(x, y, pads, divisor, v, halves) -> None:
+    """y (P, rows, cols) = the 3x3 stride-2 means of planes x (P, H, W) with pads (top,
+    left), as ``stride2_block`` takes maxima: the rows inside summed in kernel order, then
+    the columns, divided by ``divisor`` (rows, cols, in x's type): ShuffleNet's shortcut
+    pools."""
+    ph, pw = pads
+    planes, height, width = x.shape
+    rows, cols = y.shape[1], y.shape[2]
+    even, odd = halves[0], halves[1]
+    first = even if pw % 2 == 0 else odd
+    second = odd if pw % 2 == 0 else even
+    s0, s1, s2 = (-pw) // 2, (1 - pw) // 2, (2 - pw) // 2
+    lo = min(cols, (pw + 1) // 2)
+    hi = max(lo, min(cols, (width - 3 + pw) // 2 + 1))
+    for p in range(planes):
+        plane, image = x[p], y[p]
+        for oh in range(rows):
+            top = 2 * oh - ph
+            if top >= 0 and top + 2 < height:
+                r0, r1 = plane[np.uint64(top)], plane[np.uint64(top + 1)]
+                r2 = plane[np.uint64(top + 2)]
+                for w in range(width):
+                    u = np.uint64(w)
+                    v[u] = (r0[u] + r1[u]) + r2[u]
+            else:  # (an edge row: the rows inside, in order)
+                v[:] = 0
+                for ih in range(max(top, 0), min(top + 3, height)):
+                    row = plane[np.uint64(ih)]
+                    for w in range(width):
+                        v[np.uint64(w)] += row[np.uint64(w)]
+            for i in range(width // 2):
+                even[np.uint64(i)] = v[np.uint64(2 * i)]
+                odd[np.uint64(i)] = v[np.uint64(2 * i + 1)]
+            if width % 2:
+                even[np.uint64(width // 2)] = v[np.uint64(width - 1)]
+            out, share = image[np.uint64(oh)], divisor[np.uint64(oh)]
+            for ow in range(lo, hi):
+                k = np.uint64(ow)
+                out[k] = ((first[np.uint64(ow + s0)] + second[np.uint64(ow + s1)])
+                          + first[np.uint64(ow + s2)]) / share[k]
+            for ow in range(lo):
+                out[ow] = _edge_sum(v, 2 * ow - pw, width) / share[ow]
+            for ow in range(hi, cols):
+                out[ow] = _edge_sum(v, 2 * ow - pw, width) / share[ow]
