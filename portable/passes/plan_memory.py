@@ -88,12 +88,14 @@ class _Options(NamedTuple):
 
 class _ScanRules(NamedTuple):
     """What the scan may share: values pinned past the last step, state inputs whose update
-    may overwrite them, whether op-declared in-place pairs apply, and the alignment."""
+    may overwrite them, whether op-declared in-place pairs apply, whether Concat inputs may
+    be computed in their slices, and the alignment."""
 
     pinned: set[str]
     state_updates: Mapping[str, str]
     inplace: bool
     alignment: int
+    concat_slices: bool = False
 
 
 def plan_memory(graph: Graph, info: TypeInfo | None = None, *, strategy: str = "both",
@@ -162,8 +164,11 @@ def _plan(graph: Graph, info: TypeInfo, options: _Options) -> MemoryPlan:
     missing = [name for name in pinned if name not in info.types]
     if missing:
         raise GraphError(f"graph {graph.name!r}: cannot keep {missing[:3]}: no such value")
-    rules = _ScanRules(pinned, options.state_updates,
-                       options.strategy in ("inplace", "both"), options.alignment)
+    # (not in parallel mode: the slot is placed where its first writer may reuse a block,
+    # and the Concat's other inputs, on other branches, need not depend on its releaser)
+    inplace = options.strategy in ("inplace", "both")
+    rules = _ScanRules(pinned, options.state_updates, inplace, options.alignment,
+                       inplace and not options.parallel)
     table = _scan(nodes, info.types, rules)
     timeline = _liveness(table, len(nodes))
     bound = max(timeline, default=0)
@@ -222,7 +227,7 @@ def _scan(nodes: list[Node], types: Mapping[str, TensorType], rules: _ScanRules
     writers = (_state_writers(nodes, facets, rules.state_updates, reads)
                if rules.state_updates else {})
     spots: dict[str, tuple[str, int]] = {}
-    if rules.inplace:
+    if rules.concat_slices:
         slices = concat_slices(
             nodes, types, views={op for op, f in facets.items() if f.view},
             excluded={*rules.state_updates, *rules.state_updates.values(), *writers},

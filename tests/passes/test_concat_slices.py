@@ -80,6 +80,9 @@ def test_other_strategies_and_interleaved_batches_copy():
     assert not plan_memory(_fire(), strategy="coshare").concats
     assert not plan_memory(_fire(), strategy="naive").concats
     assert not plan_memory(_fire(batch=2)).concats  # (channels of two images interleave)
+    # (in parallel mode a Concat's inputs on other branches would write into a block whose
+    # last reader they need not follow)
+    assert not plan_memory(_fire(), parallel=True).concats
     g = _fire(batch=2)
     x = _feeds(g)["x"]
     parts = [np.exp(-np.maximum(x, 0))[:, :c] for c in (2, 3)]
