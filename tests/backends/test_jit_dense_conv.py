@@ -82,7 +82,7 @@ def test_im2col_loops_match_padded_slices(config, dtype):
 
 @needs_numba
 @pytest.mark.parametrize("config", GEOMETRIES)
-@pytest.mark.parametrize("layout", ["columns", "rows"])
+@pytest.mark.parametrize("layout", ["columns", "rows", "bands"])
 def test_dense_plan_layouts_match_float64(config, layout):
     """Every layout of the dense plan, forced on each geometry, three times through one
     workspace (run 2 reuses run 1's views and padded border, run 3 finds the border
@@ -98,6 +98,7 @@ def test_dense_plan_layouts_match_float64(config, layout):
     plan = dense_conv.DensePlan(array_types([x, wt]), array_types([y]), attrs)
     if plan.layout != "pointwise":
         plan.layout = layout
+        plan.band_rows = 2  # (bands of two output rows: several, the last one shorter)
     ctx = KernelContext(xp=np, rng=np.random.default_rng(0), backend=pt.cpu().backend)
     # A plan's workspace: buffers handed in, so the views into them are kept after run 1.
     ctx.workspace.update(columns=np.empty(1 << 20, np.uint8), padded=np.empty(1 << 20, np.uint8))
@@ -111,7 +112,47 @@ def test_dense_plan_layouts_match_float64(config, layout):
         plan.conv(ctx, x, wt, y)
         np.testing.assert_allclose(y.reshape(want.shape), want, rtol=1e-5,
                                    atol=1e-5 * max(1.0, np.abs(want).max()))
-    assert plan.layout == "pointwise" or plan._kept is not None
+    assert plan.layout in ("pointwise", "bands") or plan._kept is not None
+
+
+STEMS = [  # RGB stems: window runs of 3 x 7 x 7, too short for the stacked loop's products
+    (1, 3, 30, 30, 16, (7, 7), (2, 2), (1, 1), (3, 3, 3, 3)),  # ResNet's, small
+    (2, 3, 17, 19, 8, (7, 7), (2, 2), (1, 1), (3, 2, 3, 2)),
+    (1, 3, 20, 20, 8, (9, 9), (1, 1), (1, 1), (4, 4, 4, 4)),
+]
+
+
+@needs_numba
+@pytest.mark.parametrize("config", STEMS)
+def test_rgb_stems_take_bands_of_columns(config):
+    """A Conv of 3 input channels that the stacked loop would take runs as bands of im2col
+    columns, each band's product written into its rows of Y: every band's columns equal the
+    reference im2col's, and the Conv a float64 one."""
+    from backends.numpy.jit import dense_conv
+    n, c, h, w, m, kernel, strides, dilations, pads = config
+    attrs, geom = _geometry(config)
+    rng = np.random.default_rng(h)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, c) + kernel).astype(np.float32)
+    y = np.full((n, m) + tuple(geom.out), np.nan, np.float32)
+    plan = dense_conv.DensePlan(array_types([x, wt]), array_types([y]), attrs)
+    assert plan.layout == "bands" and plan.band_rows >= 1
+    want_cols = _im2col_reference(x, kernel, strides, dilations, pads, geom.out)
+    padded = np.zeros(plan.padded, np.float32)
+    dense_conv.pad_into(x, padded, plan.head[0], plan.head[1], True)
+    out_w = geom.out[1]
+    for top in range(0, geom.out[0], 3):
+        count = min(3, geom.out[0] - top)
+        band = np.full((want_cols.shape[1], count * out_w), 7, np.float32)
+        dense_conv.columns_band(padded, band, plan.g, n - 1, top)
+        np.testing.assert_array_equal(
+            band, want_cols[n - 1][:, top * out_w:(top + count) * out_w])
+    plan.band_rows = 2
+    ctx = KernelContext(xp=np, rng=np.random.default_rng(0), backend=pt.cpu().backend)
+    plan.conv(ctx, x, wt, y)
+    want = np.einsum("mk,nkp->nmp", wt.reshape(m, -1).astype(np.float64), want_cols)
+    np.testing.assert_allclose(y.reshape(want.shape), want, rtol=1e-5,
+                               atol=1e-5 * np.abs(want).max())
 
 
 def _conv_reference(x, w, b, z, kernel, strides, dilations, pads, out):

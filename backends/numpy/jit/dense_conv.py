@@ -48,6 +48,13 @@ DOT_CHANNELS = 64
 # against 31 us), and on larger images sgemm's packing is paid back, and sgemm, unlike the
 # compiled products, may run on several threads (backends/numpy/threads.py).
 DOT_POSITIONS = 64
+# Input channels up to which a Conv the stacked loop would take runs as bands of im2col
+# columns, each followed by its sgemm while it is in cache (``BAND_BYTES`` of columns): an
+# RGB stem's window runs (3 x 7 x 7 = 147) are too short for the stacked loop's dot
+# products. The 7x7 stride-2 stem (3 -> 64 on 224x224) took 5.7-6.5 ms stacked, 4.7-5.7 ms
+# as one im2col and sgemm, 3.6-3.8 ms as bands (onnxruntime 2.4-2.8), one thread.
+BAND_CHANNELS = 3
+BAND_BYTES = 1 << 19
 
 
 @numba.njit(**JIT)
@@ -93,6 +100,27 @@ def columns_from_padded(padded, cols, g):
                         for q in range(out_w):
                             dst[np.uint64(t + q)] = src[np.uint64(at + q * sw)]
                         t += out_w
+
+
+@numba.njit(**JIT)
+def columns_band(padded, cols, g, image, top):
+    """cols (C * kh * kw, rows * out_w) = ``columns_from_padded``'s columns of the output rows
+    top .. top + rows of one image: a band that stays in cache for the product after it."""
+    kh, kw, sh, sw, dh, dw, _, _, out_h, out_w = g
+    n, c, tall, wide = padded.shape
+    rows = cols.shape[1] // out_w
+    src, dst = padded.reshape(-1), cols.reshape(-1)
+    plane = tall * wide
+    t = 0
+    for ch in range(c):
+        for jh in range(kh):
+            for jw in range(kw):
+                start = (image * c + ch) * plane + jh * dh * wide + jw * dw
+                for r in range(top, top + rows):
+                    at = start + r * sh * wide
+                    for q in range(out_w):
+                        dst[np.uint64(t + q)] = src[np.uint64(at + q * sw)]
+                    t += out_w
 
 
 @numba.njit(**JIT)
@@ -173,7 +201,8 @@ class DensePlan:
 
     ``layout``: "pointwise" (1x1, stride 1, unpadded: sgemm reads X), "winograd" (3x3 at
     stride 1 on large enough images: ``winograd_conv.WinogradPlan``), "stacked" (window
-    runs of at least ``stacked_conv.STACK_K``: ``stacked_conv.StackedPlan``), "columns"
+    runs of at least ``stacked_conv.STACK_K``: ``stacked_conv.StackedPlan``; of at most
+    ``BAND_CHANNELS`` input channels, "bands": ``columns_band``, then sgemm), "columns"
     (``columns_from_padded``, then sgemm) or "rows" (``rows_from_padded``, then dot
     products); see the table above.
     Scratch comes from ``ctx.workspace`` under "padded" and "columns", the keys and sizes the
@@ -202,6 +231,10 @@ class DensePlan:
             self.layout = "winograd"
             self.winograd = WinogradPlan(x.shape, w.shape,
                                          conv_workspace(input_types, output_types, attrs))
+        elif DensePlan.stacks(input_types, output_types, attrs) and c <= BAND_CHANNELS:
+            self.layout = "bands"
+            out_w = geom.out[1]
+            self.band_rows = max(1, BAND_BYTES // (self.weights[1] * out_w * x.dtype.itemsize))
         elif DensePlan.stacks(input_types, output_types, attrs):
             self.layout = "stacked"
             self.stacked = StackedPlan(x.shape, w.shape, self.g, x.dtype,
@@ -245,7 +278,8 @@ class DensePlan:
         plan = DensePlan(input_types, output_types, attrs)
         n, _, positions = plan.product
         per_image = n == 1 or positions > BATCH_POSITIONS  # (as the xp kernel's GEMMs are)
-        if plan.layout in ("stacked", "winograd") or (plan.layout == "columns" and per_image):
+        if plan.layout in ("stacked", "winograd", "bands") or (plan.layout == "columns"
+                                                               and per_image):
             return plan
         return None
 
@@ -284,6 +318,9 @@ class DensePlan:
             return
         if self.layout == "winograd":
             self.winograd.conv(ctx, x, w, y)
+            return
+        if self.layout == "bands":
+            self._bands(ctx, x, w, y)
             return
         kept, workspace = self._kept, ctx.workspace
         if (kept is not None and kept[0] is w and kept[1] is y
@@ -324,6 +361,20 @@ class DensePlan:
             self._kept = (w, y, handed[0], handed[1], weights, windows,
                           None if self.unpadded else padded, out)
 
+    def _bands(self, ctx, x, w, y) -> None:
+        """Conv(X, W) a band of output rows at a time: its columns, then their product."""
+        n, k, _ = self.columns
+        out_h, out_w = self.g[8], self.g[9]
+        weights, out = w.reshape(self.weights), y.reshape(self.product)
+        windows = scratch(ctx, "columns", (k * self.band_rows * out_w,), x.dtype)
+        padded = self._padded(ctx, x)
+        for i in range(n):
+            for top in range(0, out_h, self.band_rows):
+                count = min(self.band_rows, out_h - top)
+                band = windows[:k * count * out_w].reshape(k, count * out_w)
+                columns_band(padded, band, self.g, i, top)
+                np.matmul(weights, band, out=out[i][:, top * out_w:(top + count) * out_w])
+
     def warm(self) -> None:
         """Compile (or load from numba's disk cache) the loops of this layout while planning:
         one small Conv of the same layout and dtype."""
@@ -341,6 +392,9 @@ class DensePlan:
         if self.layout == "columns":
             pad_into(one, one, 0, 0, True)
             columns_from_padded(one, one[0], g)
+        elif self.layout == "bands":
+            pad_into(one, one, 0, 0, True)
+            columns_band(one, one[0, 0], g, 0, 0)
         elif self.layout == "rows":
             pad_into(one, one, 0, 0, True)
             rows_from_padded(one, one[0], g)
