@@ -84,6 +84,8 @@ class ElasticKVStore(ReplicaKVStore):
             raise PortableError(f"kvstore {name} (easgd): alpha must be a number in (0, 1], "
                                 f"got {alpha!r}")
         self._alpha, self._sync = float(alpha), bool(sync)
+        # this group's exchanges of each key in this process (every member counts them)
+        self._exchanged: dict[Any, int] = {}
         self._ps = PSClient(comm, name, self._traffic)  # (any worker may pull the centre)
         self._client = (ElasticClient(self._ps, comm, name, self.group)
                         if self._groups.is_leader else None)
@@ -112,6 +114,7 @@ class ElasticKVStore(ReplicaKVStore):
             self._ps.init(key, np.ascontiguousarray(value.asnumpy()).reshape(-1))
 
     def _communicate(self, key: Any, round_: int, priority: int) -> None:
+        self._exchanged[key] = self._exchanged.get(key, 0) + 1
         replica = self._store[key]
         if self._client is not None:
             if self._sync:
@@ -136,7 +139,8 @@ class ElasticKVStore(ReplicaKVStore):
             self._comm.watchdog.api_call("pull_center")
             self._store[k].wait_to_read()  # this group's exchanges of k have left
             target = outs[0]
-            self._ps.pull(k, target, priority)
+            # (the leader sends them: the servers answer once the centre holds them)
+            self._ps.pull(k, target, priority, after=(self.group, self._exchanged.get(k, 0)))
             for other in outs[1:]:
                 target.copyto(other)
 

@@ -66,6 +66,7 @@ class ElasticRounds:
         self._rounds: dict[tuple[str, int], dict[int, tuple[int, np.ndarray]]] = {}
         self._order: dict[int, deque] = {}  # sender -> (index, round) in the order it sent
         self._ready: dict[tuple[int, str, int], np.ndarray] = {}
+        self._applied: dict[tuple[int, str], int] = {}  # (group, part) -> exchanges in c
         self.exchanges = 0
 
     def offer(self, source: int, index: str, round_: int, group: int, x: np.ndarray,
@@ -94,6 +95,7 @@ class ElasticRounds:
             c = centre()
             d = self.alpha * (x - c)
             self._ready[(source, index, round_)] = d
+            self._count(group, index)
             return c + d, self._release(source)
         members = self._rounds.setdefault((index, round_), {})
         if group in members:
@@ -112,9 +114,18 @@ class ElasticRounds:
             d = self.alpha * (values - c)
             total += d
             self._ready[(sender, index, round_)] = d
+            self._count(g, index)
             senders.append(sender)
         replies = [reply for sender in senders for reply in self._release(sender)]
         return c + total, replies
+
+    def _count(self, group: int, index: str) -> None:
+        self._applied[(group, index)] = self._applied.get((group, index), 0) + 1
+
+    def applied(self, group: int, index: str) -> int:
+        """How many of ``group``'s exchanges of key part ``index`` the centre holds: a pull of
+        the centre that must see them waits until then (``ps.Server``)."""
+        return self._applied.get((group, index), 0)
 
     def _release(self, source: int) -> list[tuple[int, np.ndarray]]:
         """The replies owed to ``source`` that are ready, in the order it sent."""

@@ -128,8 +128,11 @@ class PSClient:
         get_engine().push(run, reads=[array._var], device=PS_DEVICE, priority=priority,
                           name=f"kv.{self._name}.push[{key}]")
 
-    def pull(self, key: Any, array: Any, priority: int) -> None:
-        """Overwrite ``array`` with the servers' value of ``key`` (an engine op writing it)."""
+    def pull(self, key: Any, array: Any, priority: int, after: tuple[int, int] | None = None
+             ) -> None:
+        """Overwrite ``array`` with the servers' value of ``key`` (an engine op writing it);
+        with ``after`` (group, exchanges), once the EASGD centre holds that many of the
+        group's exchanges of it."""
         from portable.engine import get_engine
 
         parts, backend = self._parts[key], array.device.backend
@@ -141,7 +144,10 @@ class PSClient:
                 receives = [self._world.Irecv(flat[start:stop], source=server, tag=TAG_PS_REPLY)
                             for server, start, stop in parts]
                 for server, start, _ in parts:
-                    self.send(server, {"op": "pull", "key": key, "part": start})
+                    header = {"op": "pull", "key": key, "part": start}
+                    if after is not None:
+                        header["after"] = list(after)
+                    self.send(server, header)
                 self._comm.MPI.Request.Waitall(receives)
             self.traffic.add(received=flat.nbytes)
             backend.copy_into(array._data, backend.from_numpy(flat.reshape(shape)))
@@ -164,6 +170,7 @@ class Server:
         self._backlog: dict[str, list] = {}  # messages for keys not initialised yet
         self._updater: Any = None
         self._elastic: elastic.ElasticRounds | None = None  # set by an elastic_config
+        self._waiting_pulls: list[tuple[int, str, dict]] = []  # (source, part, header)
         self._stopped: set[int] = set()
         self.pushes = 0
 
@@ -229,9 +236,13 @@ class Server:
         if op == "push":
             self._push(index, header, payload)
         elif op == "pull":
-            self._reply(source, self._weights[index].asnumpy())
+            if self._pull_ready(index, header):
+                self._reply(source, self._weights[index].asnumpy())
+            else:
+                self._waiting_pulls.append((source, index, header))
         elif op == elastic.OP_EXCHANGE:
             self._exchange(source, index, header, payload)
+            self._answer_waiting_pulls()
         elif op == elastic.OP_ASSIGN:
             weight = self._weights[index]
             values = payload.view(weight.dtype)
@@ -289,6 +300,24 @@ class Server:
         for dest, difference in replies:
             self._world.Send(np.ascontiguousarray(difference), dest=dest,
                              tag=TAG_ELASTIC_REPLY)
+
+    def _pull_ready(self, index: str, header: dict) -> bool:
+        """Whether a pull may be answered: one of the EASGD centre that names a group and its
+        exchanges so far (``"after"``: [group, count]) waits until the centre holds them. The
+        group's leader sends the exchanges, so another member's pull may arrive first."""
+        after = header.get("after")
+        return (after is None or self._elastic is None
+                or self._elastic.applied(int(after[0]), index) >= int(after[1]))
+
+    def _answer_waiting_pulls(self) -> None:
+        """Answer the waiting pulls that the exchanges now held let through, in order."""
+        still = []
+        for source, index, header in self._waiting_pulls:
+            if self._pull_ready(index, header):
+                self._reply(source, self._weights[index].asnumpy())
+            else:
+                still.append((source, index, header))
+        self._waiting_pulls = still
 
     def _reply(self, dest: int, data: np.ndarray) -> None:
         self._world.Send(np.ascontiguousarray(data), dest=dest, tag=TAG_PS_REPLY)

@@ -288,6 +288,54 @@ def test_synchronous_rounds_answer_from_one_centre_in_each_senders_order():
         rounds.offer(12, "a", 2, 0, np.zeros(2), lambda: centres["a"])
 
 
+class _World:
+    """What a server sends, recorded (the server's side of MPI, without MPI)."""
+
+    def __init__(self) -> None:
+        self.sent: list = []
+
+    def Send(self, data, dest, tag):  # noqa: N802 (mpi4py's name)
+        self.sent.append((dest, tag, np.array(data)))
+
+
+class _Comm:
+    rank = 2
+
+    def __init__(self) -> None:
+        self.world = _World()
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+def test_a_members_pull_of_the_centre_waits_for_its_leaders_exchanges(sync):
+    """Only a group's leader exchanges with the servers, so another member's pull of the
+    centre can reach a server before the leader's exchange does (seen under load: the centre
+    one exchange behind). The pull names the group's exchanges so far; the server answers it
+    once the centre holds them (in sync mode, once the round is complete)."""
+    from portable.kvstore.comm import TAG_PS_REPLY
+    from portable.kvstore.ps import Server
+
+    comm = _Comm()
+    server = Server(comm)
+    server._handle(0, {"op": "elastic_config", "alpha": 0.5, "groups": 2, "sync": sync}, None)
+    server._handle(0, {"op": "init", "key": "w", "part": 0, "dtype": "float64", "size": 2},
+                   np.zeros(2).view(np.uint8))
+    replies = lambda dest: [d for to, tag, d in comm.world.sent  # noqa: E731
+                            if to == dest and tag == TAG_PS_REPLY]
+    server._handle(1, {"op": "pull", "key": "w", "part": 0, "after": [0, 1]}, None)
+    server._handle(3, {"op": "pull", "key": "w", "part": 0}, None)  # (no need: at once)
+    assert replies(1) == [] and replies(3)[0].tolist() == [0.0, 0.0]
+    exchange = {"op": "elastic", "key": "w", "part": 0, "round": 1}
+    server._handle(0, {**exchange, "group": 0}, np.array([2.0, 4.0]).view(np.uint8))
+    if sync:  # (the round waits for group 1: so does the pull)
+        assert replies(1) == []
+        server._handle(4, {**exchange, "group": 1}, np.array([-2.0, 0.0]).view(np.uint8))
+        want = [0.5 * 2.0 + 0.5 * -2.0, 0.5 * 4.0]
+    else:
+        want = [1.0, 2.0]
+    (got,) = replies(1)
+    assert got.view(np.float64).tolist() == want
+
+
 @pytest.mark.parametrize("alpha, groups, match", [
     (0.0, 1, r"alpha must be in \(0, 1\]"), (1.5, 1, r"alpha must be in \(0, 1\]"),
     (0.5, 0, "number of groups must be positive")])
