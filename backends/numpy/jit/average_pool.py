@@ -4,9 +4,9 @@ The pool sums separably: per output row, the input rows its windows read into on
 each window's columns of that row (``_sum_planes``); a stride-1 pool as large as its input
 sums each kernel row and column over all its planes at once (``_sum_same``). The gradient
 walks kernel offsets (row, then column) and, for each, the rows and runs of windows that read
-that offset inside the input. Either way the inner loops are adds with no bounds test. A 3x3 pool at stride 2, or at stride 1
-as large as its input, takes the fused loops of ``pool_3x3`` instead, with the same sums; 2x2
-windows tiling the plane take ``average_pool_pairs``.
+that offset inside the input. Either way the inner loops are adds with no bounds test. A 3x3
+pool at stride 2, or at stride 1 as large as its input, takes the fused loops of ``pool_3x3``
+instead, with the same sums; 2x2 windows tiling the plane take ``average_pool_pairs``.
 The divisor of window (oh, ow) is the product of per-axis counts, as in the xp kernel:
 positions inside [-head, size + tail) when count_include_pad (the declared or auto_pad
 padding; the extra reach of ceil_mode never counts), else inside [0, size). A window with
