@@ -59,7 +59,7 @@ from portable.errors import GraphError
 from portable.ir.graph import Graph, Node, TensorType
 from portable.ops import registry
 from portable.passes.co_share import co_share
-from portable.passes.concat_slices import concat_slices
+from portable.passes.concat_slices import ConcatSlices, concat_slices
 from portable.passes.infer import TypeInfo, infer_types
 from portable.passes.memory_placement import (ALIGNMENT, Layout, MemoryPlan,
                                               StorageTable, aligned_bytes, iterated_greedy,
@@ -226,16 +226,14 @@ def _scan(nodes: list[Node], types: Mapping[str, TensorType], rules: _ScanRules
     reads = _reference_counts(nodes, facets, rules.pinned)
     writers = (_state_writers(nodes, facets, rules.state_updates, reads)
                if rules.state_updates else {})
-    spots: dict[str, tuple[str, int]] = {}
+    slices = ConcatSlices({}, frozenset())
     if rules.concat_slices:
         slices = concat_slices(
             nodes, types, views={op for op, f in facets.items() if f.view},
             excluded={*rules.state_updates, *rules.state_updates.values(), *writers},
             alignment=rules.alignment)
-        spots = slices.spots
-    table = _StorageScan(types, facets, reads, writers, rules, spots).run(nodes)
-    if spots:
-        table.concats = slices.steps
+    table = _StorageScan(types, facets, reads, writers, rules, slices.spots).run(nodes)
+    table.concats = slices.steps
     return table
 
 

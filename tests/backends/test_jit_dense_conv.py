@@ -57,6 +57,16 @@ def _geometry(config):
     return attrs, window_geometry((h, w), kernel, attrs)
 
 
+def _conv_arrays(config, seed):
+    """(attrs, geometry, X, W, Y full of NaN) of a float32 Conv of ``config``."""
+    n, c, h, w, m, kernel = config[:6]
+    attrs, geom = _geometry(config)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, c) + kernel).astype(np.float32)
+    return attrs, geom, x, wt, np.full((n, m) + tuple(geom.out), np.nan, np.float32)
+
+
 @needs_numba
 @pytest.mark.parametrize("config", GEOMETRIES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -89,11 +99,7 @@ def test_dense_plan_layouts_match_float64(config, layout):
     overwritten), against a float64 Conv."""
     from backends.numpy.jit import dense_conv
     n, c, h, w, m, kernel, strides, dilations, pads = config
-    attrs, geom = _geometry(config)
-    rng = np.random.default_rng(m)
-    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
-    wt = rng.standard_normal((m, c) + kernel).astype(np.float32)
-    y = np.full((n, m) + tuple(geom.out), np.nan, np.float32)
+    attrs, geom, x, wt, y = _conv_arrays(config, seed=m)
     assert dense_conv.DensePlan.applies(array_types([x, wt]), array_types([y]), attrs)
     plan = dense_conv.DensePlan(array_types([x, wt]), array_types([y]), attrs)
     if plan.layout != "pointwise":
@@ -130,11 +136,7 @@ def test_rgb_stems_take_bands_of_columns(config):
     reference im2col's, and the Conv a float64 one."""
     from backends.numpy.jit import dense_conv
     n, c, h, w, m, kernel, strides, dilations, pads = config
-    attrs, geom = _geometry(config)
-    rng = np.random.default_rng(h)
-    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
-    wt = rng.standard_normal((m, c) + kernel).astype(np.float32)
-    y = np.full((n, m) + tuple(geom.out), np.nan, np.float32)
+    attrs, geom, x, wt, y = _conv_arrays(config, seed=h)
     plan = dense_conv.DensePlan(array_types([x, wt]), array_types([y]), attrs)
     assert plan.layout == "bands" and plan.band_rows >= 1
     want_cols = _im2col_reference(x, kernel, strides, dilations, pads, geom.out)

@@ -20,7 +20,7 @@ import numpy as np
 from backends.numpy.jit.pool_3x3 import same_block_mean, stride2_block_mean
 from backends.numpy.jit.pool_3x3 import takes as takes_3x3
 from backends.numpy.jit.support import (JIT, contiguous, floats, inside_span, override,
-                                        parallel, same_size, span, window_tuple)
+                                        parallel, same_size, span, tiles, window_tuple)
 from backends.xp.kernels.conv import average_pool as xp_average_pool
 from backends.xp.kernels.conv import average_pool_grad as xp_average_pool_grad
 from portable.ops.conv import pool_geometry
@@ -301,8 +301,7 @@ def _prepare_average_pool(input_types, output_types, attrs):
         return None
     fast, g, *rest = state
     x_shape, y_shape = input_types[0].shape[2:], output_types[0].shape[2:]
-    if g[:8] == (2, 2, 2, 2, 1, 1, 0, 0) and tuple(y_shape) == (x_shape[0] // 2,
-                                                                  x_shape[1] // 2):
+    if g[:2] == (2, 2) and tiles(pool_geometry(x_shape, attrs), x_shape):
         return (average_pool_pairs, None, *rest)  # (2x2 windows tiling the plane)
     if takes_3x3(g, x_shape, y_shape):
         return (average_pool_3x3_parallel if fast else average_pool_3x3_serial, g, *rest)

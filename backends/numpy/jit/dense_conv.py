@@ -85,21 +85,8 @@ def columns_from_padded(padded, cols, g):
     * dh, q * sw + jw * dw]: the im2col copy from a copy padded as far as the windows reach
     (or from X itself where they stay inside it), with no bounds to test. Flat indices: a
     view per row made the short rows of small images cost 1.5-3x more."""
-    kh, kw, sh, sw, dh, dw, _, _, out_h, out_w = g
-    n, c, tall, wide = padded.shape
-    src, dst = padded.reshape(-1), cols.reshape(-1)
-    plane = tall * wide
-    t = 0
-    for i in range(n):
-        for ch in range(c):
-            for jh in range(kh):
-                for jw in range(kw):
-                    start = (i * c + ch) * plane + jh * dh * wide + jw * dw
-                    for r in range(out_h):
-                        at = start + r * sh * wide
-                        for q in range(out_w):
-                            dst[np.uint64(t + q)] = src[np.uint64(at + q * sw)]
-                        t += out_w
+    for i in range(cols.shape[0]):
+        columns_band(padded, cols[i], g, i, 0)
 
 
 @numba.njit(**JIT)

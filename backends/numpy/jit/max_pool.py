@@ -20,7 +20,7 @@ from backends.numpy.jit.max_pool_forward import (max_pool_3x3_parallel, max_pool
                                               max_pool_serial)
 from backends.numpy.jit.pool_3x3 import takes as takes_3x3
 from backends.numpy.jit.support import (JIT, contiguous, direct_call, floats, override,
-                                        parallel, span, window_tuple)
+                                        parallel, span, tiles, window_tuple)
 from backends.xp.kernels.conv import max_pool as xp_max_pool
 from backends.xp.kernels.conv import max_pool_grad as xp_max_pool_grad
 from portable.ops.conv import pool_geometry
@@ -152,15 +152,6 @@ def max_pool_grad_tiles_parallel(dy, x, dx, g):
         _grad_tiles(dy[p], x[p], dx[p], g)
 
 
-def _tiles(geom, x_shape) -> bool:
-    """Whether the windows tile the plane: stride = kernel, no padding, no dilation, and
-    every window inside it (no partial window at the end, as ceil_mode can make)."""
-    (kh, kw), (sh, sw) = geom.kernel, geom.strides
-    return (kh == sh and kw == sw and tuple(geom.dilations) == (1, 1)
-            and not any(geom.head) and geom.out[0] * kh <= x_shape[0]
-            and geom.out[1] * kw <= x_shape[1])
-
-
 def _planes(a):
     return a.reshape((-1,) + a.shape[2:])
 
@@ -179,7 +170,7 @@ def _prepare_max_pool(input_types, output_types, attrs):
         return None
     geom = pool_geometry(x.shape[2:], attrs)
     fast = parallel(*_work(y, geom))
-    if index is None and not fast and _tiles(geom, x.shape[2:]) and geom.kernel == (2, 2):
+    if index is None and not fast and tiles(geom, x.shape[2:]) and geom.kernel == (2, 2):
         return max_pool_pairs, None
     if index is None:
         g = window_tuple(geom)
@@ -236,7 +227,7 @@ def _prepare_max_pool_grad(input_types, output_types, attrs):
         return None
     geom = pool_geometry(x.shape[2:], attrs)
     fast = parallel(*_work(dy, geom))
-    if _tiles(geom, x.shape[2:]):
+    if tiles(geom, x.shape[2:]):
         return ((max_pool_grad_tiles_parallel if fast else max_pool_grad_tiles_serial),
                 window_tuple(geom))
     return (max_pool_grad_parallel if fast else max_pool_grad_serial), window_tuple(geom)

@@ -73,6 +73,32 @@ def _edge_rows(x, top, v) -> bool:
     return bad
 
 
+@numba.njit(inline="always", **JIT)
+def _half_taps(halves, pw, width, cols):
+    """Where the three columns of each stride-2 window lie once a row is split into its
+    even and odd halves: window ow reads column 2 * ow - pw + j, which is half (j - pw) % 2
+    at place ow + (j - pw) // 2. Returns (the half of columns 0 and 2, the half of column
+    1, the three shifts, and [lo, hi): the windows wholly inside the row)."""
+    even, odd = halves[0], halves[1]
+    first = even if pw % 2 == 0 else odd
+    second = odd if pw % 2 == 0 else even
+    lo = min(cols, (pw + 1) // 2)
+    hi = max(lo, min(cols, (width - 3 + pw) // 2 + 1))
+    return first, second, (-pw) // 2, (1 - pw) // 2, (2 - pw) // 2, lo, hi
+
+
+@numba.njit(inline="always", **JIT)
+def _split_halves(v, halves, width):
+    """halves[0], halves[1] = the even and odd elements of v[:width] (an odd width's last
+    element goes to the even half)."""
+    even, odd = halves[0], halves[1]
+    for i in range(width // 2):
+        even[np.uint64(i)] = v[np.uint64(2 * i)]
+        odd[np.uint64(i)] = v[np.uint64(2 * i + 1)]
+    if width % 2:
+        even[np.uint64(width // 2)] = v[np.uint64(width - 1)]
+
+
 @numba.njit(**JIT)
 def stride2_block(x, y, pads, v, halves, redo) -> None:
     """y (P, rows, cols) = the 3x3 stride-2 maxima of planes x (P, H, W) with pads (top,
@@ -82,13 +108,7 @@ def stride2_block(x, y, pads, v, halves, redo) -> None:
     ph, pw = pads
     planes, height, width = x.shape
     rows, cols = y.shape[1], y.shape[2]
-    even, odd = halves[0], halves[1]
-    # Window ow reads column 2 * ow - pw + j: half (j - pw) % 2, place ow + (j - pw) // 2.
-    first = even if pw % 2 == 0 else odd
-    second = odd if pw % 2 == 0 else even
-    s0, s1, s2 = (-pw) // 2, (1 - pw) // 2, (2 - pw) // 2
-    lo = min(cols, (pw + 1) // 2)  # the windows wholly inside the row: [lo, hi)
-    hi = max(lo, min(cols, (width - 3 + pw) // 2 + 1))
+    first, second, s0, s1, s2, lo, hi = _half_taps(halves, pw, width, cols)
     for p in range(planes):
         plane, image = x[p], y[p]
         bad = False
@@ -104,11 +124,7 @@ def stride2_block(x, y, pads, v, halves, redo) -> None:
                     bad |= _nan3(a, b, c)
             else:
                 bad |= _edge_rows(plane, top, v)
-            for i in range(width // 2):
-                even[np.uint64(i)] = v[np.uint64(2 * i)]
-                odd[np.uint64(i)] = v[np.uint64(2 * i + 1)]
-            if width % 2:
-                even[np.uint64(width // 2)] = v[np.uint64(width - 1)]
+            _split_halves(v, halves, width)
             out = image[np.uint64(oh)]
             for ow in range(lo, hi):
                 out[np.uint64(ow)] = _max3(first[np.uint64(ow + s0)],
@@ -209,12 +225,7 @@ def stride2_block_mean(x, y, pads, divisor, v, halves) -> None:
     ph, pw = pads
     planes, height, width = x.shape
     rows, cols = y.shape[1], y.shape[2]
-    even, odd = halves[0], halves[1]
-    first = even if pw % 2 == 0 else odd
-    second = odd if pw % 2 == 0 else even
-    s0, s1, s2 = (-pw) // 2, (1 - pw) // 2, (2 - pw) // 2
-    lo = min(cols, (pw + 1) // 2)
-    hi = max(lo, min(cols, (width - 3 + pw) // 2 + 1))
+    first, second, s0, s1, s2, lo, hi = _half_taps(halves, pw, width, cols)
     for p in range(planes):
         plane, image = x[p], y[p]
         for oh in range(rows):
@@ -231,11 +242,7 @@ def stride2_block_mean(x, y, pads, divisor, v, halves) -> None:
                     row = plane[np.uint64(ih)]
                     for w in range(width):
                         v[np.uint64(w)] += row[np.uint64(w)]
-            for i in range(width // 2):
-                even[np.uint64(i)] = v[np.uint64(2 * i)]
-                odd[np.uint64(i)] = v[np.uint64(2 * i + 1)]
-            if width % 2:
-                even[np.uint64(width // 2)] = v[np.uint64(width - 1)]
+            _split_halves(v, halves, width)
             out, share = image[np.uint64(oh)], divisor[np.uint64(oh)]
             for ow in range(lo, hi):
                 k = np.uint64(ow)

@@ -74,6 +74,15 @@ def contiguous(*arrays) -> bool:
     return True
 
 
+def tiles(geom: Geometry, x_shape) -> bool:
+    """Whether a pool's windows tile planes of ``x_shape``: stride = kernel, no padding, no
+    dilation, and every window inside (no partial window at the end, as ceil_mode can make)."""
+    (kh, kw), (sh, sw) = geom.kernel, geom.strides
+    return (kh == sh and kw == sw and tuple(geom.dilations) == (1, 1)
+            and not any(geom.head) and geom.out[0] * kh <= x_shape[0]
+            and geom.out[1] * kw <= x_shape[1])
+
+
 def window_tuple(geom: Geometry) -> tuple[int, ...]:
     """(kh, kw, sh, sw, dh, dw, head_h, head_w): the 2-D geometry as the loops take it."""
     return (*geom.kernel, *geom.strides, *geom.dilations, *geom.head)
