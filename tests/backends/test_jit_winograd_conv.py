@@ -43,12 +43,21 @@ def _error(got, want) -> float:
 
 
 def _plan(x, w):
-    from backends.numpy.jit import dense_conv
+    """The dense plan of a 3x3 Conv, on Winograd wherever it applies (the flat products
+    are the plan's choice on some of these shapes: ``dense_conv.WINOGRAD_OVER_FLAT``)."""
+    from backends.numpy.jit import dense_conv, winograd_conv
+    from backends.xp.kernels.fused import conv_workspace
 
     attrs = _attrs("Conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
     out = (x.shape[0], w.shape[0]) + x.shape[2:]
-    return dense_conv.DensePlan(array_types([x, w]), array_types([np.empty(out, x.dtype)]),
-                                attrs), attrs
+    types = array_types([x, w]), array_types([np.empty(out, x.dtype)])
+    plan = dense_conv.DensePlan(*types, attrs)
+    workspace = conv_workspace(*types, attrs)
+    if plan.layout == "flat" and winograd_conv.applies(x.shape, w.shape, plan.g, x.dtype,
+                                                       workspace):
+        plan.layout = "winograd"
+        plan.winograd = winograd_conv.WinogradPlan(x.shape, w.shape, workspace)
+    return plan, attrs
 
 
 @pytest.mark.parametrize("shape", [
@@ -126,11 +135,11 @@ def test_other_convs_do_not_take_winograd(case, monkeypatch):
 
 def test_a_fused_conv_adds_bias_residual_and_relu_after_winograd():
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((1, 48, 28, 28)).astype(np.float32)
-    w = rng.standard_normal((24, 48, 3, 3)).astype(np.float32)
+    x = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
+    w = rng.standard_normal((64, 64, 3, 3)).astype(np.float32)
     w.setflags(write=False)  # (a plan's weight)
-    b = rng.standard_normal(24).astype(np.float32)
-    z = rng.standard_normal((1, 24, 28, 28)).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    z = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
     attrs = _attrs("portable.FusedConv", activation="Relu", activation_attrs=json.dumps({}),
                    kernel_shape=[3, 3], pads=[1, 1, 1, 1])
     types = array_types([x, w, b, z])

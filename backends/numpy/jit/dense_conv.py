@@ -6,14 +6,17 @@
 Per shape: a compiled padded copy and im2col, then either sgemm on the columns or
 register-tiled dot products on the windows laid out pixel by pixel, which need no packing of
 W (the table above ``DOT_CHANNELS`` has the measurements); or, for window runs of at least
-``stacked_conv.STACK_K``, the stacked loop (``stacked_conv.StackedPlan``); or, for a 1x1
-Conv at stride 1 without padding, sgemm on X itself.
+``stacked_conv.STACK_K``, the stacked loop (``stacked_conv.StackedPlan``); or, for float32
+on images whose rows are long enough, the flat products (``flat_conv.FlatPlan``); or
+Winograd (``winograd_conv``); or, for a 1x1 Conv at stride 1 without padding, sgemm on X
+itself.
 """
 from __future__ import annotations
 
 import numba
 import numpy as np
 
+from backends.numpy.jit.flat_conv import FlatPlan
 from backends.numpy.jit.recurrent_math import matmul_nt
 from backends.numpy.jit.small_conv import prepare_small
 from backends.numpy.jit.stacked_conv import StackedPlan
@@ -55,6 +58,13 @@ DOT_POSITIONS = 64
 # as one im2col and sgemm, 3.6-3.8 ms as bands (onnxruntime 2.4-2.8), one thread.
 BAND_CHANNELS = 3
 BAND_BYTES = 1 << 19
+# Input and output channels from which Winograd (``winograd_conv``) is taken over the flat
+# products (``flat_conv``) where both apply. Measured at one thread, batch 1, ms (Winograd /
+# flat): 64 -> 64 on 28x28 0.45 / 0.61, 64 -> 192 on 56x56 4.6 / 7.2, 128 -> 128 on 28x28
+# 1.66 / 2.57; but 32 -> 128 on 27x27 0.65 / 0.59 and 128 -> 32 on 56x56 (DenseNet-121's
+# growth Convs) 4.2 / 3.0: with few channels on either side Winograd's transforms outweigh
+# the multiplies it saves.
+WINOGRAD_OVER_FLAT = 64
 
 
 @numba.njit(**JIT)
@@ -186,8 +196,10 @@ class DensePlan:
     (``prepare_small``), or that the stacked loop takes (the table above): how its windows
     are laid out and multiplied, fixed per shape.
 
-    ``layout``: "pointwise" (1x1, stride 1, unpadded: sgemm reads X), "winograd" (3x3 at
-    stride 1 on large enough images: ``winograd_conv.WinogradPlan``), "stacked" (window
+    ``layout``: "pointwise" (1x1, stride 1, unpadded: sgemm reads X), "flat" (float32 with
+    few positions dropped: ``flat_conv.FlatPlan``, the table above ``flat_conv.MIN_KEPT``),
+    "winograd" (3x3 at stride 1 on large enough images, ahead of "flat" from
+    ``WINOGRAD_OVER_FLAT`` channels: ``winograd_conv.WinogradPlan``), "stacked" (window
     runs of at least ``stacked_conv.STACK_K``: ``stacked_conv.StackedPlan``; of at most
     ``BAND_CHANNELS`` input channels, "bands": ``columns_band``, then sgemm), "columns"
     (``columns_from_padded``, then sgemm) or "rows" (``rows_from_padded``, then dot
@@ -209,12 +221,18 @@ class DensePlan:
         self.head = tuple(geom.head)
         self.padded = (n, c) + tuple(d + h + t for d, h, t in zip(x.shape[2:], geom.head, tail))
         unpadded = not any(geom.head) and all(t <= 0 for t in tail)
-        self.stacked = self.winograd = None
+        self.stacked = self.winograd = self.flat = None
+        workspace = conv_workspace(input_types, output_types, attrs)
         if (unpadded and all(k == 1 for k in geom.kernel) and all(s == 1 for s in geom.strides)
                 and tuple(geom.out) == tuple(x.shape[2:])):
             self.layout = "pointwise"
-        elif winograd_applies(x.shape, w.shape, self.g, x.dtype,
-                              conv_workspace(input_types, output_types, attrs)):
+        elif (FlatPlan.applies(x.shape, w.shape, self.g, x.dtype, workspace)
+              and FlatPlan.preferred(x.shape, w.shape, self.g)
+              and not (min(c, m) >= WINOGRAD_OVER_FLAT
+                       and winograd_applies(x.shape, w.shape, self.g, x.dtype, workspace))):
+            self.layout = "flat"
+            self.flat = FlatPlan(x.shape, w.shape, self.g)
+        elif winograd_applies(x.shape, w.shape, self.g, x.dtype, workspace):
             self.layout = "winograd"
             self.winograd = WinogradPlan(x.shape, w.shape,
                                          conv_workspace(input_types, output_types, attrs))
@@ -265,7 +283,7 @@ class DensePlan:
         plan = DensePlan(input_types, output_types, attrs)
         n, _, positions = plan.product
         per_image = n == 1 or positions > BATCH_POSITIONS  # (as the xp kernel's GEMMs are)
-        if plan.layout in ("stacked", "winograd", "bands") or (plan.layout == "columns"
+        if plan.layout in ("stacked", "winograd", "bands", "flat") or (plan.layout == "columns"
                                                                and per_image):
             return plan
         return None
@@ -305,6 +323,9 @@ class DensePlan:
             return
         if self.layout == "winograd":
             self.winograd.conv(ctx, x, w, y)
+            return
+        if self.layout == "flat":
+            self.flat.conv(ctx, x, w, y)
             return
         if self.layout == "bands":
             self._bands(ctx, x, w, y)
@@ -370,6 +391,9 @@ class DensePlan:
             return
         if self.layout == "winograd":
             self.winograd.warm()
+            return
+        if self.layout == "flat":
+            self.flat.warm()
             return
         key = (self.layout, self.unpadded, self.dtype)
         if key in _warm_layouts:

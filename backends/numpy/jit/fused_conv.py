@@ -14,7 +14,9 @@ a float FusedConv whose activation is none, Relu or Clip (with bounds that are n
   Conv (``dense_conv.DensePlan``: a compiled im2col, then sgemm or register-tiled dot
   products, or the stacked loop, chosen by shape), then one compiled pass that adds the bias
   and ``Z`` and holds the result in the bounds (``bias_residual_and_bounds``, or
-  ``bias_and_bounds`` without ``Z``), which LLVM vectorises. ResNet-18's small-image
+  ``bias_and_bounds`` without ``Z``), which LLVM vectorises (on the flat products,
+  ``flat_conv.compact_bounded`` applies it while each band is copied into Y, in the same
+  order, instead of a pass of its own). ResNet-18's small-image
   residual blocks (batch 1) went from 76-95 us to 54-76 us a Conv this way (the composed
   path spent 17-39 us in NumPy's im2col copy, and four passes after the GEMM);
 - a Conv that the small loop takes otherwise (``small_conv.prepare_small``: a few channels
@@ -23,9 +25,10 @@ a float FusedConv whose activation is none, Relu or Clip (with bounds that are n
   call where the Conv without bias, then ``bias_and_bounds``, took two and their wrappers
   (LeNet's 1->6 5x5 Conv on 28x28 at batch 1: 7.9 -> 5.4 us, with the loop's passes of four
   kernel offsets);
-- a 1x1 Conv at stride 1 without padding runs sgemm on X itself and that pass, with its
-  views kept between calls (``_pointwise``), or on planes of a few positions one compiled
-  call on W transposed (``pointwise.py``);
+- a 1x1 Conv at stride 1 without padding runs sgemm on X itself, or the flat products
+  (``flat_conv.pointwise_offsets``: float32, at most 512 input channels), and that pass,
+  with its views kept between calls (``_pointwise``), or on planes of a few positions one
+  compiled call on W transposed (``pointwise.py``);
 - any other Conv with an activation or ``Z`` runs the backend's Conv kernel without its
   bias, then that same pass.
 
@@ -46,7 +49,7 @@ import numpy as np
 
 import portable
 
-from backends.numpy.jit import dense_conv, depthwise, pointwise, small_conv
+from backends.numpy.jit import dense_conv, depthwise, flat_conv, pointwise, small_conv
 from backends.numpy.jit.support import JIT, contiguous, floats, read_only
 from backends.numpy.threads import several_threads, step_threads
 from backends.xp.kernels.fused import fused_conv as composed
@@ -120,11 +123,13 @@ def _plan(backend, input_types, output_types, attrs):
             c, m = conv_types[0].shape[1], conv_types[1].shape[0]
             transposed = (pointwise.TransposedWeights(m, c, dtype)
                           if pointwise.applies(c, m, plan.product[2]) else None)
-            return "pointwise", (zeros, low, high, residual, fallback(), [None] * 9,
-                                 transposed)
+            offsets = (flat_conv.pointwise_offsets(c, m, plan.product[2], dtype)
+                       if transposed is None else None)
+            return "pointwise", (zeros, low, high, residual, fallback(), [None] * 10,
+                                 transposed, offsets)
         # (its loops run one thread: a step that earns every allowed BLAS thread runs the
         # composed kernel's sgemm on them while the run allows several)
-        threaded = plan.layout in ("stacked", "rows") and step_threads(
+        threaded = plan.layout in ("stacked", "rows", "flat") and step_threads(
             "portable.FusedConv", input_types, output_types, attrs)
         return "dense", (plan, zeros, low, high, residual, fallback(), [None, None, None, None],
                          threaded)
@@ -211,8 +216,11 @@ def _dense(state, ctx, inputs, outputs, attrs) -> None:
     if not contiguous(x, w):
         fallback(ctx, inputs, outputs, attrs)
         return
-    plan.conv(ctx, x, w, y)
     bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else zeros
+    if plan.flat is not None:  # (the epilogue applied as each band is copied into Y)
+        plan.flat.conv(ctx, x, w, y, (bias, z, low, high))
+        return
+    plan.conv(ctx, x, w, y)
     if residual:
         bias_residual_and_bounds(views[2], bias, views[3], low, high)
     else:
@@ -228,7 +236,7 @@ def _pointwise(state, ctx, inputs, outputs, attrs) -> None:
     step on MobileNetV2-small's before, through ``_dense``), or, on planes of a few
     positions and a read-only weight, one compiled call on W transposed
     (``pointwise.pointwise_transposed``)."""
-    zeros, low, high, residual, fallback, kept, transposed = state
+    zeros, low, high, residual, fallback, kept, transposed, offsets = state
     x, w, y = inputs[0], inputs[1], outputs[0]
     z = inputs[3] if residual else None
     if kept[0] is not x or kept[1] is not w or kept[2] is not y or kept[3] is not z:
@@ -237,14 +245,18 @@ def _pointwise(state, ctx, inputs, outputs, attrs) -> None:
             return
         n, c, m = x.shape[0], x.shape[1], w.shape[0]
         kept[:] = [x, w, y, z, w.reshape(m, c), x.reshape(n, c, -1), y.reshape(n, m, -1),
-                   y.reshape(n, m, 1, -1), None if z is None else z.reshape(n, m, -1)]
+                   y.reshape(n, m, 1, -1), None if z is None else z.reshape(n, m, -1),
+                   None if offsets is None else flat_conv.pointwise_views(x, w, y)]
     bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else zeros
     wt = None if transposed is None else transposed.get(w, kept[4])
     if wt is not None:
         pointwise.pointwise_transposed(kept[5], wt, bias, kept[8] if residual else kept[6],
                                        residual, kept[6], low, high, transposed.acc)
         return
-    np.matmul(kept[4], kept[5], out=kept[6])
+    if offsets is not None:
+        flat_conv.pointwise_products(kept[9], offsets)
+    else:
+        np.matmul(kept[4], kept[5], out=kept[6])
     if residual:
         bias_residual_and_bounds(kept[6], bias, kept[8], low, high)
     else:
@@ -314,6 +326,8 @@ def _warm(kind: str, state, input_types, output_types) -> None:
         state[0].warm()
     if kind == "pointwise" and state[6] is not None:
         state[6].warm()
+    if kind == "pointwise" and state[7] is not None:
+        flat_conv.flat_products()
     residual = state[3] if kind == "pointwise" else state[4]
     loop = bias_residual_and_bounds if residual else bias_and_bounds
     if (loop, dtype) not in _warmed:
