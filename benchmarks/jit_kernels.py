@@ -1,11 +1,12 @@
 """The compiled CPU tier (backends/numpy/jit) beside the xp kernels it overrides and onnxruntime;
 prints JSON.
 
-Part ``kernels``: per op and shape (the model-zoo nets' pools and depthwise convolutions, LeNet's
-training pool, the LSTM layers of tests/fixtures/torch_small/lstm.onnx and GRUs of their size,
-one larger LSTM), the median time of the xp kernel, the compiled kernel at numba's default thread
-count and at one thread, and, for forward ops, a one-node onnxruntime model of the same shape at
-one thread (``intra_op_num_threads=1``); the kernels take turns within each round. Times are
+Part ``kernels``: per op and shape (the model-zoo nets' pools, depthwise convolutions and two
+Convs of the flat products, LeNet's training pool, the LSTM layers of
+tests/fixtures/torch_small/lstm.onnx and GRUs of their size, one larger LSTM), the median
+time of the xp kernel, the compiled kernel at numba's default thread count and at one thread,
+and, for forward ops, a one-node onnxruntime model of the same shape at one thread
+(``intra_op_num_threads=1``); the kernels take turns within each round. Times are
 medians of wall and of process CPU time; the ratios are xp / compiled (wall) and, from CPU
 time, xp / compiled at one thread and compiled (one thread) / onnxruntime. ``compiled`` says
 whether the compiled loop takes the call (else the override runs the xp kernel).
@@ -67,6 +68,10 @@ CASES = [
      (144, 1, 3, 3)),
     ("depthwise 3x3 dW b8", "portable.ConvGradWeight", (8, 144, 28, 28),
      dict(group=144, pads=[1] * 4, kernel_shape=[3, 3]), (144, 1, 3, 3)),
+    ("squeezenet1.1 3x3 expand (flat products)", "Conv", (1, 16, 55, 55), dict(pads=[1] * 4),
+     (64, 16, 3, 3)),
+    ("resnet50 7x7 stride-2 stem (flat products)", "Conv", (1, 3, 224, 224),
+     dict(strides=[2, 2], pads=[3] * 4), (64, 3, 7, 7)),
     ("torch_small lstm layer 1", "LSTM", (16, 1, 32), dict(hidden_size=64), None),
     ("torch_small lstm layer 2", "LSTM", (16, 1, 64), dict(hidden_size=64), None),
     ("gru h64 (torch export)", "GRU", (16, 1, 32), dict(hidden_size=64, linear_before_reset=1),
@@ -252,13 +257,14 @@ from portable.ops import registry
 ctx = KernelContext(xp=np, rng=np.random.default_rng(0), backend=pt.cpu().backend)
 first = {{}}
 for label, op, shape, given, weight in CASES:
-    if op in first or (op == "MaxPool" and "indices" not in label):
+    key = label if "flat products" in label else op  # (its own loop, beside depthwise's)
+    if key in first or (op == "MaxPool" and "indices" not in label):
         continue
     attrs = {{k: given.get(k, s.default) for k, s in registry.get(op).attrs.items()}}
     inputs, outputs = _arrays(label, op, shape, attrs, weight, np.random.default_rng(0))
     start = time.perf_counter()
     jit.kernels[op](ctx, inputs, outputs, attrs)
-    first[op] = round(time.perf_counter() - start, 3)
+    first[key] = round(time.perf_counter() - start, 3)
 print(json.dumps({{"import_s": round(imported, 3), "first_call_s": first}}))
 """
 

@@ -318,9 +318,12 @@ def split_phases(x, i, out, g):
 
 
 def _band_rows(m: int, wide: int, oh: int) -> int:
-    """Output rows a band of products takes: ``BAND_ELEMENTS`` of them, and at least one
-    block of positions."""
-    return min(oh, max(-(-TILE // wide), BAND_ELEMENTS // (m * wide)))
+    """Output rows a band of products takes: at most ``BAND_ELEMENTS`` of them, the rows
+    shared out evenly among the bands (the last band overlaps the one before by what is
+    left over), and at least one block of positions."""
+    least = min(oh, -(-TILE // wide))
+    most = max(least, BAND_ELEMENTS // (m * wide))
+    return max(least, -(-oh // -(-oh // most)))
 
 
 class FlatPlan:
