@@ -61,9 +61,10 @@ BAND_BYTES = 1 << 19
 # Input and output channels from which Winograd (``winograd_conv``) is taken over the flat
 # products (``flat_conv``) where both apply. Measured at one thread, batch 1, ms (Winograd /
 # flat): 64 -> 64 on 28x28 0.45 / 0.61, 64 -> 192 on 56x56 4.6 / 7.2, 128 -> 128 on 28x28
-# 1.66 / 2.57; but 32 -> 128 on 27x27 0.65 / 0.59 and 128 -> 32 on 56x56 (DenseNet-121's
-# growth Convs) 4.2 / 3.0: with few channels on either side Winograd's transforms outweigh
-# the multiplies it saves.
+# 1.66 / 2.57; but 32 -> 128 on 27x27 0.56 / 0.53: with few channels on either side
+# Winograd's transforms outweigh the multiplies it saves. DenseNet-121's growth Convs (128 ->
+# 32 on 56x56) took 1.8-2.0 / 2.2 alone, X in cache, but 2.8-3.2 / 2.45 in the model (steps
+# timed in alternated runs of the two trees): the rule follows the model.
 WINOGRAD_OVER_FLAT = 64
 
 
@@ -234,16 +235,14 @@ class DensePlan:
             self.flat = FlatPlan(x.shape, w.shape, self.g)
         elif winograd_applies(x.shape, w.shape, self.g, x.dtype, workspace):
             self.layout = "winograd"
-            self.winograd = WinogradPlan(x.shape, w.shape,
-                                         conv_workspace(input_types, output_types, attrs))
+            self.winograd = WinogradPlan(x.shape, w.shape, workspace)
         elif DensePlan.stacks(input_types, output_types, attrs) and c <= BAND_CHANNELS:
             self.layout = "bands"
             out_w = geom.out[1]
             self.band_rows = max(1, BAND_BYTES // (self.weights[1] * out_w * x.dtype.itemsize))
         elif DensePlan.stacks(input_types, output_types, attrs):
             self.layout = "stacked"
-            self.stacked = StackedPlan(x.shape, w.shape, self.g, x.dtype,
-                                       conv_workspace(input_types, output_types, attrs))
+            self.stacked = StackedPlan(x.shape, w.shape, self.g, x.dtype, workspace)
         elif (m >= DOT_CHANNELS and positions <= DOT_POSITIONS
               and geom.kernel[0] * geom.kernel[1] > 1):
             self.layout = "rows"
