@@ -252,3 +252,24 @@ def test_without_a_cache_folder_nothing_is_written_beside_the_caller(monkeypatch
     with pytest.raises(OSError):
         flat_conv._module_from_file("x = 1\n")
     assert not list(tmp_path.iterdir())
+
+
+def test_overlapping_bands_write_each_row_once_with_an_in_place_residual(monkeypatch):
+    """Small bands (the last overlapping the one before) and Z given as Y itself, as a plan's
+    in-place residual hands it: every row gets bound(conv + bias + z) once, not twice."""
+    from backends.numpy.jit import flat_conv
+    monkeypatch.setattr(flat_conv, "BAND_ELEMENTS", 16 * 3 * 19)  # (3 rows a band of 16)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 6, 17, 17)).astype(np.float32)
+    w = rng.standard_normal((16, 6, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    z = rng.standard_normal((1, 16, 17, 17)).astype(np.float32)
+    plan = flat_conv.FlatPlan(x.shape, w.shape, (3, 3, 1, 1, 1, 1, 1, 1, 17, 17))
+    assert plan.rows == 3 and 17 % plan.rows  # (bands of 3 rows: the last overlaps)
+    ctx = KernelContext(xp=np, rng=np.random.default_rng(0), backend=pt.cpu().backend)
+    y = z.copy()
+    plan.conv(ctx, x, w, y, (b, y, np.float32(-np.inf), np.float32(np.inf)))
+    cols = _im2col_reference(x, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), (17, 17))
+    raw = np.einsum("mk,nkp->nmp", w.reshape(16, -1).astype(np.float64), cols)
+    want = raw.reshape(y.shape) + b.astype(np.float64)[:, None, None] + z
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())

@@ -202,14 +202,16 @@ def pointwise_products(views, offsets) -> None:
 
 
 @numba.njit(**JIT)
-def compact(products, y, wide, top):
-    """Rows top .. top + rows of y (M, oh, ow) = the kept positions of ``products`` (M,
-    rows * wide): row r of channel m is products[m, r * wide : r * wide + ow]."""
+def compact(products, y, wide, top, first):
+    """Rows first .. top + rows of y (M, oh, ow) = the kept positions of ``products`` (M,
+    rows * wide), the products of rows top .. top + rows: row r of channel m is
+    products[m, (r - top) * wide : (r - top) * wide + ow]. The rows before ``first`` (a last
+    band's overlap with the one before) are written once, by that band."""
     m, _, ow = y.shape
     rows = products.shape[1] // wide
     for o in range(m):
         source = products[o]
-        for r in range(rows):
+        for r in range(first - top, rows):
             row = y[o, top + r]
             at = r * wide
             for q in range(ow):
@@ -217,14 +219,15 @@ def compact(products, y, wide, top):
 
 
 @numba.njit(**JIT)
-def compact_bounded(products, y, wide, top, bias, z, residual, low, high):
+def compact_bounded(products, y, wide, top, first, bias, z, residual, low, high):
     """``compact`` with FusedConv's epilogue on the way: bound((p + bias[m]) + z) (z read
-    only when ``residual``), in the order of ``fused_conv.bias_residual_and_bounds``."""
+    only when ``residual``), in the order of ``fused_conv.bias_residual_and_bounds``. Each
+    row is written once: Z may be Y itself (the plan's in-place residual)."""
     m, _, ow = y.shape
     rows = products.shape[1] // wide
     for o in range(m):
         source, b = products[o], bias[o]
-        for r in range(rows):
+        for r in range(first - top, rows):
             row, extra = y[o, top + r], z[o, top + r]
             at = r * wide
             if residual:
@@ -390,19 +393,19 @@ class FlatPlan:
                 top = min(start, oh - self.rows)
                 products(source[top * wide:], weights, block, self.offsets, count, count)
                 if epilogue is None:
-                    compact(table, y[i], wide, top)
+                    compact(table, y[i], wide, top, start)
                 else:
                     bias, z, low, high = epilogue
-                    compact_bounded(table, y[i], wide, top, bias, y[i] if z is None else z[i],
-                                    z is not None, low, high)
+                    compact_bounded(table, y[i], wide, top, start, bias,
+                                    y[i] if z is None else z[i], z is not None, low, high)
 
     def warm(self) -> None:
         """Compile (or load) the loops while planning."""
         flat_products()
         one = np.zeros((1, 1, 1, 1, 1), np.float32)
-        compact(one[0, 0, 0], one[0, 0], 1, 0)
+        compact(one[0, 0, 0], one[0, 0], 1, 0, 0)
         zero = np.float32(0)
         for bias in (one[0, 0, 0, 0], read_only(one[0, 0, 0, 0])):  # (a plan's: read only)
             for z in (one[0, 0], read_only(one[0, 0])):
-                compact_bounded(one[0, 0, 0], one[0, 0], 1, 0, bias, z, True, zero, zero)
+                compact_bounded(one[0, 0, 0], one[0, 0], 1, 0, 0, bias, z, True, zero, zero)
         split_phases(one[0], 0, one, (1, 1, 1, 1, 1, 1, 0, 0, 1, 1))
