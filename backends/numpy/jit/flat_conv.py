@@ -274,21 +274,23 @@ BAND_ELEMENTS = 1 << 17
 
 
 def _layout(x_shape, w_shape, g) -> tuple:
-    """(Hh, Wh, positions, tap offsets, extent): the phase planes of the padded image (its
-    rows and columns dealt out by their remainder modulo the stride: ``split_phases``), the
-    flat positions of the output (oh rows of Wh), each tap's offset into the split copy,
-    and one past the last element the products read (past the copy by the few elements the
-    last row's dropped positions reach)."""
+    """(Hh, Wh, positions, tap offsets of channel 0, extent): the phase planes of the padded
+    image (its rows and columns dealt out by their remainder modulo the stride:
+    ``split_phases``), the flat positions of the output (oh rows of Wh), each tap's offset
+    into the split copy (channel c's lie ``sh * sw * Hh * Wh`` further), and one past the
+    last element the products read (past the copy by the few elements the last row's
+    dropped positions reach). Plan-time work the size of one channel's window only."""
     kh, kw, sh, sw, dh, dw, _, _, oh, ow = g
     c = x_shape[1]
     tall = -(-((oh - 1) * sh + (kh - 1) * dh + 1) // sh)
     wide = -(-((ow - 1) * sw + (kw - 1) * dw + 1) // sw)
     plane = tall * wide
-    taps = [((ch * sh + jh * dh % sh) * sw + jw * dw % sw) * plane
-            + jh * dh // sh * wide + jw * dw // sw
-            for ch in range(c) for jh in range(kh) for jw in range(kw)]
+    taps = [(jh * dh % sh * sw + jw * dw % sw) * plane + jh * dh // sh * wide + jw * dw // sw
+            for jh in range(kh) for jw in range(kw)]
     positions = oh * wide
-    return tall, wide, positions, taps, max(c * sh * sw * plane, positions + max(taps))
+    copied = c * sh * sw * plane
+    return tall, wide, positions, taps, max(copied, positions + copied - sh * sw * plane
+                                            + max(taps))
 
 
 @numba.njit(**JIT)
@@ -342,7 +344,8 @@ class FlatPlan:
         self.wide, self.rows = wide, _band_rows(m, wide, g[8])
         self.phases = (c, g[2], g[3], tall, wide)
         self.copied = c * g[2] * g[3] * tall * wide
-        self.offsets = read_only(np.array(taps, np.int64))
+        channels = np.arange(c, dtype=np.int64)[:, None] * (g[2] * g[3] * tall * wide)
+        self.offsets = read_only((channels + np.array(taps, np.int64)).reshape(-1))
         self.shapes = ((extent,), (m * self.rows * wide,))
 
     @staticmethod
