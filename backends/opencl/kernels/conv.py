@@ -21,7 +21,7 @@ from portable.ops.conv import Geometry, transpose_geometry, window_attrs, window
 
 from backends.opencl.allocator import CLArray, arena_view, empty
 from backends.opencl.elementwise import assign
-from backends.opencl.gemm import (NO_EPILOGUE, Epilogue, gemm, gemm_kernels, gemm_packed,
+from backends.opencl.gemm import (NO_EPILOGUE, Epilogue, gemm, gemm_packed,
                                   pack_operand, tile_shape, work_group)
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.kernels.window import Window, window_source
@@ -144,8 +144,7 @@ def conv_forward(x, w, bias, win: Window, group: int, y, ctx=None,
             residual.contiguous().reshape(n, group, m // group, o))
         if _uses_columns(x.shape, w.shape, group, win):
             mr, _, _ = tile_shape(runtime, x.dtype)
-            pack, _ = gemm_kernels(runtime, x.dtype)
-            ap, a_bst = pack_operand(runtime, pack, weights.broadcast_to((n,) + weights.shape),
+            ap, a_bst = pack_operand(runtime, weights.broadcast_to((n,) + weights.shape),
                                      (n, group), -2, -1, mr)
             bp, b_bst = im2col_packed(ctx, x, win, group)
             gemm_packed(ap, a_bst, bp, b_bst, y4, per_in * k, epilogue=finish)
