@@ -2,9 +2,12 @@
 prints JSON.
 
 GEMM: square float32 products C = A @ B for each size, timed on the OpenCL device (packing
-included, the queue drained after each call) and with NumPy's BLAS (``np.matmul(..., out=)``),
+included: the inputs count as new data at every call, as activations do, so the backend
+cannot reuse the panels it packed of them; the queue drained after each call) and with
+NumPy's BLAS (``np.matmul(..., out=)``, its default threads: both use every core),
 alternating the two so that load on the machine affects both alike; each figure is the median
 over ``--repeats`` rounds of at least ``--min-seconds`` each. GFLOP/s = 2 n^3 / seconds.
+``numpy_threads`` says how many threads NumPy's BLAS had.
 
 Models: the light model-zoo nets of ``onnx`` (``onnx/backend/test/data/light``, ResNet-50 by
 default) imported with ``exporters.onnx`` and run through the same compiled plan on the
@@ -43,6 +46,16 @@ def _timed(run, finish, min_seconds: float) -> float:
     return statistics.median(times)
 
 
+def _blas_threads() -> int | None:
+    """The threads of NumPy's BLAS (None where threadpoolctl is not installed)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    return max((pool["num_threads"] for pool in threadpool_info()
+                if pool["user_api"] == "blas"), default=None)
+
+
 def gemm_rows(device, sizes, repeats: int, min_seconds: float) -> list[dict]:
     from backends.opencl.gemm import gemm
 
@@ -55,15 +68,21 @@ def gemm_rows(device, sizes, repeats: int, min_seconds: float) -> list[dict]:
         host_out = np.empty((n, n), np.float32)
         da, db = backend.from_numpy(a), backend.from_numpy(b)
         dc = backend.empty((n, n), np.float32)
+        runtime = dc.runtime
         gemm(da, db, dc)
         error = float(np.abs(backend.to_numpy(dc) - a @ b).max() / np.abs(a @ b).max())
         ours, theirs = [], []
+
+        def product() -> None:
+            runtime.touch(da)  # (as a write to them would: their packed panels are dropped)
+            runtime.touch(db)
+            gemm(da, db, dc)
+
         for repeat in range(repeats):
             order = [0, 1] if repeat % 2 == 0 else [1, 0]
             for which in order:
                 if which == 0:
-                    ours.append(_timed(lambda: gemm(da, db, dc), backend.synchronize,
-                                       min_seconds))
+                    ours.append(_timed(product, backend.synchronize, min_seconds))
                 else:
                     theirs.append(_timed(lambda: np.matmul(a, b, out=host_out), lambda: None,
                                          min_seconds))
@@ -135,13 +154,13 @@ def main(argv: list[str] | None = None) -> int:
 
     device = as_device(args.device)
     result = {"device": device.backend.describe(), "numpy": np.__version__,
-              "cpu_count": os.cpu_count()}
+              "cpu_count": os.cpu_count(), "numpy_threads": _blas_threads()}
     result["gemm"] = gemm_rows(device, args.sizes, args.repeats, args.min_seconds)
     ratios = [row["ratio"] for row in result["gemm"]]
     result["gemm_summary"] = {
         "geomean_ratio": round(float(np.exp(np.mean(np.log(ratios)))), 3),
-        "min_ratio": min(ratios), "target_ratio": 0.25,
-        "meets_target": bool(min(ratios) >= 0.25)}
+        "min_ratio": min(ratios), "target_ratio": 1.0,  # (no slower than NumPy at any size)
+        "meets_target": bool(min(ratios) >= 1.0)}
     if args.models:
         result["models"] = model_rows(device, args.models, args.repeats, args.min_seconds)
     print(json.dumps(result, indent=1))
