@@ -62,8 +62,11 @@ def scratch(ctx, runtime, key: str, shape, dtype):
 
 
 def thin(x_shape, group: int, win: Window) -> bool:
-    """Whether the direct kernel runs the Conv (few multiply-adds per output: depthwise)."""
-    return x_shape[1] // group * win.kernel_size <= _DIRECT_LIMIT
+    """Whether the direct kernel runs the Conv: a grouped one with few multiply-adds per
+    output (depthwise). A dense Conv goes through the GEMM however few they are: on PoCL the
+    direct kernel ran SqueezeNet's 16 -> 64 channel 1x1 Conv on 55x55 in 7.5 ms, the GEMM in
+    0.3 ms (an RGB 1x1 Conv on 224x224: 13.3 against 0.48 ms)."""
+    return group > 1 and x_shape[1] // group * win.kernel_size <= _DIRECT_LIMIT
 
 
 def _uses_columns(x_shape, w_shape, group: int, win: Window) -> bool:
