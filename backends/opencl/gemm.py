@@ -33,6 +33,7 @@ from portable.errors import BackendError
 
 from backends.opencl.allocator import CLArray, empty
 from backends.opencl.codegen import MAX_RANK, collapse, int8_arg
+from backends.opencl.gemv import gemv
 from backends.opencl.scalars import ctype, preamble
 
 
@@ -322,6 +323,9 @@ def gemm(a: CLArray, b: CLArray, c: CLArray, alpha: float = 1.0, beta: float = 0
     if b.shape[-2] != k or c.shape[-2:] != (m, n):
         raise BackendError(f"gemm shapes {a.shape} @ {b.shape} -> {c.shape} do not match")
     batch_shape = c.shape[:-2]
+    if m == 1 and not batch_shape and k and not any(epilogue.flags) and gemv(
+            a, b, c, alpha, beta):  # (one row: B read where it lies, not packed)
+        return
     a = a.broadcast_to(batch_shape + (m, k))
     b = b.broadcast_to(batch_shape + (k, n))
     runtime.touch(c)
