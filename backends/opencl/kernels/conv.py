@@ -24,7 +24,7 @@ from backends.opencl.elementwise import assign
 from backends.opencl.gemm import (NO_EPILOGUE, Epilogue, gemm, gemm_packed,
                                   pack_operand, tile_shape, work_group)
 from backends.opencl.kernels.table import kernel_table
-from backends.opencl.kernels.window import Window, window_source
+from backends.opencl.kernels.window import Window, direct_runs, direct_source, window_source
 from backends.opencl.scalars import ctype, preamble
 
 kernels, kernel = kernel_table()
@@ -33,8 +33,24 @@ _DIRECT_LIMIT = 16  # C/group * kernel size at or below which the direct kernel 
 _WIDEST_PANEL = 16  # the largest NR of any device and dtype (gemm.tile_shape)
 
 
+def direct_kernel(runtime, dtype, win: Window):
+    """``conv_direct`` for ``dtype`` and windows of ``win``'s shape, strides and dilations."""
+    memo = runtime.memo("direct_kernels")
+    key = (np.dtype(dtype).name, win.kernel, win.strides, win.dilations)
+    kernel = memo.get(key)
+    if kernel is None:
+        c = ctype(dtype)
+        fixed = Window((1,) * 3, win.kernel, (1,) * 3, win.strides, win.dilations, (0,) * 3,
+                       (0,) * 3)  # (only the shape matters: one program per window shape)
+        source = preamble([dtype]) + direct_source(
+            c.storage, c.compute, lambda p, i: f"{p}[{i}]",
+            lambda p, i, v: f"{p}[{i}] = ({c.storage})({v})", fixed)
+        kernel = memo[key] = runtime.kernel(source, "conv_direct")
+    return kernel
+
+
 def window_kernel(runtime, dtype, name: str):
-    """Kernel ``name`` of the window program (im2col, col2im, conv_direct) for ``dtype``."""
+    """Kernel ``name`` of the window program (im2col, col2im) for ``dtype``."""
     memo = runtime.memo("window_kernels")
     key = (np.dtype(dtype).name, name)
     kernel = memo.get(key)
@@ -132,8 +148,9 @@ def conv_forward(x, w, bias, win: Window, group: int, y, ctx=None,
                                "takes no residual or clamp")
         has_bias = bias is not None
         bias = bias.contiguous() if has_bias else w
-        runtime.launch1d(window_kernel(runtime, x.dtype, "conv_direct"), target.size,
-                         np.int32(target.size), np.int32(c), np.int32(m), np.int32(group),
+        runs = direct_runs(win, target.size)
+        runtime.launch1d(direct_kernel(runtime, x.dtype, win), runs,
+                         np.int32(runs), np.int32(c), np.int32(m), np.int32(group),
                          *win.args, x.buffer, np.int32(x.offset), w.buffer,
                          np.int32(w.offset), bias.buffer, np.int32(bias.offset),
                          np.int32(has_bias), target.buffer, np.int32(target.offset))
