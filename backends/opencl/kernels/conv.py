@@ -24,7 +24,8 @@ from backends.opencl.elementwise import assign
 from backends.opencl.gemm import (NO_EPILOGUE, Epilogue, gemm, gemm_packed,
                                   pack_operand, tile_shape, work_group)
 from backends.opencl.kernels.table import kernel_table
-from backends.opencl.kernels.window import Window, direct_runs, direct_source, window_source
+from backends.opencl.kernels.window import (Window, direct_source, row_runs, window_shape,
+                                            window_source)
 from backends.opencl.scalars import ctype, preamble
 
 kernels, kernel = kernel_table()
@@ -40,11 +41,9 @@ def direct_kernel(runtime, dtype, win: Window):
     kernel = memo.get(key)
     if kernel is None:
         c = ctype(dtype)
-        fixed = Window((1,) * 3, win.kernel, (1,) * 3, win.strides, win.dilations, (0,) * 3,
-                       (0,) * 3)  # (only the shape matters: one program per window shape)
         source = preamble([dtype]) + direct_source(
             c.storage, c.compute, lambda p, i: f"{p}[{i}]",
-            lambda p, i, v: f"{p}[{i}] = ({c.storage})({v})", fixed)
+            lambda p, i, v: f"{p}[{i}] = ({c.storage})({v})", window_shape(win))
         kernel = memo[key] = runtime.kernel(source, "conv_direct")
     return kernel
 
@@ -148,7 +147,7 @@ def conv_forward(x, w, bias, win: Window, group: int, y, ctx=None,
                                "takes no residual or clamp")
         has_bias = bias is not None
         bias = bias.contiguous() if has_bias else w
-        runs = direct_runs(win, target.size)
+        runs = row_runs(win, target.size)
         runtime.launch1d(direct_kernel(runtime, x.dtype, win), runs,
                          np.int32(runs), np.int32(c), np.int32(m), np.int32(group),
                          *win.args, x.buffer, np.int32(x.offset), w.buffer,

@@ -20,8 +20,9 @@ from portable.ops.conv import pool_geometry
 from backends.opencl.allocator import empty
 from backends.opencl.elementwise import assign
 from backends.opencl.kernels.table import kernel_table
-from backends.opencl.kernels.window import (INPUT_POSITION, OUTPUT_POSITION, Window, geometry,
-                                            over_window, over_windows_reaching)
+from backends.opencl.kernels.window import (INPUT_POSITION, Window, geometry, over_window,
+                                            over_windows_reaching, row_run_head, row_runs,
+                                            window_shape)
 from backends.opencl.reduction import reduce
 from backends.opencl.scalars import ctype, limits, preamble
 
@@ -39,49 +40,31 @@ def _window_count(indent: str) -> str:
         f"include_pad ? I{a} + tp.s{j} : I{a})" for j, a in enumerate("DHW"))
 
 
-def _prologue(index: str, fixed: Window | None) -> str:
-    """The start of a kernel with one work-item per element i of the (N * C, O) outputs
-    (``index`` "o") or the (N * C, P) inputs ("p"): its image-channel nc and its position
-    (``fixed``: the window shape as constants, see ``geometry``)."""
-    size, position = ("O", OUTPUT_POSITION) if index == "o" else ("P", INPUT_POSITION)
+def _input_prologue(fixed: Window | None) -> str:
+    """The start of a gradient kernel with one work-item per element i of the (N * C, P)
+    inputs: its image-channel nc and its position (``fixed``: the window shape as constants,
+    see ``geometry``)."""
     return f"""const int i = get_global_id(0);
   if (i >= total) return;
   {geometry(fixed)}
   const int O = OD * OH * OW, P = ID * IH * IW;
-  const int {index} = i % {size}, nc = i / {size};
-  {position}"""
-
-
-RUN = 16  # outputs along W that one work-item of a forward pool computes
+  const int p = i % P, nc = i / P;
+  {INPUT_POSITION}"""
 
 
 def _run_prologue(fixed: Window | None) -> str:
-    """The start of a forward pool kernel with one work-item per run of ``RUN`` outputs along
-    W of one output row (``total``: how many runs): its image-channel nc and row (od, oh) are
-    found once for the run, and whether all its windows lie inside the input (``interior``:
-    walks with no bounds to check), then a loop over the run opens with ``o``, ``i`` and
-    ``ow`` (closed by the kernel). Both took MaxPool 3x3/2 on 1x96x109x109 from 2.1 to 1.3-1.4
-    ms on PoCL, AveragePool from 2.6 to 1.2 (``benchmarks/opencl_kernels.py``)."""
+    """The start of a forward pool kernel with one work-item per run of outputs of a row
+    (``total``: how many runs; :func:`~backends.opencl.kernels.window.row_run_head`), then a
+    loop over the run that opens with ``o``, ``i`` and ``ow`` (closed by the kernel). Runs
+    and unchecked interior windows took MaxPool 3x3/2 on 1x96x109x109 from 2.1 to 1.3-1.4 ms
+    on PoCL, AveragePool from 2.6 to 1.2 (``benchmarks/opencl_kernels.py``)."""
     return f"""const int r = get_global_id(0);
   if (r >= total) return;
   {geometry(fixed)}
   const int O = OD * OH * OW, P = ID * IH * IW;
-  const int per_row = (OW + {RUN - 1}) / {RUN};
-  const int row = r / per_row, ow0 = (r - row * per_row) * {RUN};
-  const int oh = row % OH, od = (row / OH) % OD, nc = row / (OH * OD);
-  const int ow_end = min(OW, ow0 + {RUN});
-  /* every window of the run inside the input: no position needs checking */
-  const int interior = od * SD - HD >= 0 && od * SD - HD + (KD - 1) * DD < ID
-      && oh * SH - HH >= 0 && oh * SH - HH + (KH - 1) * DH < IH
-      && ow0 * SW - HW >= 0 && (ow_end - 1) * SW - HW + (KW - 1) * DW < IW;
+  {row_run_head("nc")}
   for (int ow = ow0; ow < ow_end; ++ow) {{
   const int o = (od * OH + oh) * OW + ow, i = nc * O + o;"""
-
-
-def _runs(win: Window, outputs: int) -> int:
-    """The work-items of a forward pool kernel over ``outputs`` outputs."""
-    width = win.out[-1]
-    return 0 if not outputs else outputs // width * -(-width // RUN)
 
 
 # The dtype-independent window walks of average_pool and pool_grad, built once.
@@ -199,7 +182,7 @@ __kernel void pool_grad(const int total, const int16 g, const int4 hp, const int
                         __global const {c.storage}* dy, const int dy_off,
                         __global const long* index, const int i_off, __global {c.storage}* dx,
                         const int dx_off, const int mode, const int include_pad) {{
-  {_prologue("p", fixed)}
+  {_input_prologue(fixed)}
   {c.compute} acc = 0;
   {_GRAD_SUM}
   dx[dx_off + i] = acc;
@@ -209,9 +192,7 @@ __kernel void pool_grad(const int total, const int16 g, const int4 hp, const int
 
 def _pool_kernel(runtime, dtype, name: str, win: Window):
     """Kernel ``name`` for windows of ``win``'s shape, strides and dilations."""
-    fixed = Window((1,) * 3, win.kernel, (1,) * 3, win.strides, win.dilations, (0,) * 3,
-                   (0,) * 3)  # (only the shape matters: one program per window shape)
-    return runtime.kernel(_pool_source(np.dtype(dtype), fixed), name)
+    return runtime.kernel(_pool_source(np.dtype(dtype), window_shape(win)), name)
 
 
 def _tail(win: Window):
@@ -237,14 +218,14 @@ def max_pool_into(x, attrs, y, index=None, column_major: bool = False) -> None:
     target = _target(y)
     with_index = index is not None
     if not with_index:
-        runs = _runs(win, target.size)
+        runs = row_runs(win, target.size)
         runtime.launch1d(_pool_kernel(runtime, x.dtype, "max_pool_values", win), runs,
                          np.int32(runs), *win.args, x.buffer, np.int32(x.offset),
                          target.buffer, np.int32(target.offset))
         _finish(target, y)
         return
     index_target = _target(index)
-    runs = _runs(win, target.size)
+    runs = row_runs(win, target.size)
     runtime.launch1d(_pool_kernel(runtime, x.dtype, "max_pool", win), runs,
                      np.int32(runs), *win.args, x.buffer, np.int32(x.offset),
                      target.buffer, np.int32(target.offset), index_target.buffer,
@@ -266,7 +247,7 @@ def average_pool(ctx, inputs, outputs, attrs):
     x, y = inputs[0].contiguous(), outputs[0]
     win = Window.of(pool_geometry(x.shape[2:], attrs), x.shape[2:])
     target = _target(y)
-    runs = _runs(win, target.size)
+    runs = row_runs(win, target.size)
     x.runtime.launch1d(_pool_kernel(x.runtime, x.dtype, "average_pool", win), runs,
                        np.int32(runs), *win.args, _tail(win), x.buffer,
                        np.int32(x.offset), target.buffer, np.int32(target.offset),

@@ -53,6 +53,37 @@ _AXES = "DHW"
 OUTPUT_POSITION = "const int ow = o % OW, oh = (o / OW) % OH, od = o / (OW * OH);"
 INPUT_POSITION = "const int pw = p % IW, ph = (p / IW) % IH, pd = p / (IW * IH);"
 
+ROW_RUN = 16  # outputs along W that one work-item of the forward pools and conv_direct computes
+
+
+def row_run_head(lead: str) -> str:
+    """The C that starts a kernel with one work-item ``r`` per run of ``ROW_RUN`` outputs
+    along W of one output row: the row's leading index ``lead`` (image-channel) and position
+    (od, oh) are found once for the run (one output per work-item spent more on those
+    divisions than on a 3x3 window), ``ow0 .. ow_end`` are the run's outputs, and
+    ``interior`` says every window of the run lies inside the input (walks with no bounds to
+    check). Needs the geometry names and ``O``."""
+    return f"""const int per_row = (OW + {ROW_RUN - 1}) / {ROW_RUN};
+  const int row = r / per_row, ow0 = (r - row * per_row) * {ROW_RUN};
+  const int oh = row % OH, od = (row / OH) % OD, {lead} = row / (OH * OD);
+  const int ow_end = min(OW, ow0 + {ROW_RUN});
+  const int interior = od * SD - HD >= 0 && od * SD - HD + (KD - 1) * DD < ID
+      && oh * SH - HH >= 0 && oh * SH - HH + (KH - 1) * DH < IH
+      && ow0 * SW - HW >= 0 && (ow_end - 1) * SW - HW + (KW - 1) * DW < IW;"""
+
+
+def row_runs(win: "Window", outputs: int) -> int:
+    """The work-items of a kernel started by :func:`row_run_head` over ``outputs`` outputs."""
+    width = win.out[-1]
+    return 0 if not outputs else outputs // width * -(-width // ROW_RUN)
+
+
+def window_shape(win: "Window") -> "Window":
+    """``win`` reduced to what a program per window shape compiles in (kernel, strides,
+    dilations): the key and the ``fixed`` argument of :func:`geometry`."""
+    return Window((1,) * 3, win.kernel, (1,) * 3, win.strides, win.dilations, (0,) * 3,
+                  (0,) * 3)
+
 
 def _nest(heads: list[list[str]], body: str, indent: str) -> str:
     """Loops nested one per axis: ``heads[j]`` opens axis j's loop body, ``body`` is innermost.
@@ -155,7 +186,6 @@ _COL2IM_SUM = over_windows_reaching("""
 _DIRECT_TERM = "acc += xc[(pd * IH + ph) * IW + pw] * wc[(kd * KH + kh) * KW + kw];"
 _DIRECT_SUM = over_window(_DIRECT_TERM, indent="      ")
 _DIRECT_SUM_INSIDE = over_window(_DIRECT_TERM, skip_padding=False, indent="      ")
-DIRECT_RUN = 16  # outputs along W per work-item of conv_direct
 
 
 def window_source(storage: str, compute: str, load, store) -> str:
@@ -255,10 +285,9 @@ def direct_source(storage: str, compute: str, load, store, fixed: "Window") -> s
     """The program of ``conv_direct`` for windows of ``fixed``'s kernel shape, strides and
     dilations (constants: the window loops unroll), the direct convolution of grouped Convs
     with few multiply-adds per output (depthwise), where im2col + GEMM would waste work. A
-    work-item computes a run of ``DIRECT_RUN`` outputs of one row, finding its image, channel
-    and row once, and walks windows lying inside the input with no bounds checks (one output
-    per work-item ran a depthwise 3x3 Conv at about 1 GFLOP/s on PoCL, mostly divisions and
-    checks)."""
+    work-item computes a run of ``ROW_RUN`` outputs of one row (:func:`row_run_head`) and
+    walks windows lying inside the input with no bounds checks (one output per work-item ran
+    a depthwise 3x3 Conv at about 1 GFLOP/s on PoCL, mostly divisions and checks)."""
     return f"""
 __kernel void conv_direct(const int total, const int C, const int M, const int group,
                           const int16 g, const int4 hp, __global const {storage}* x,
@@ -269,14 +298,8 @@ __kernel void conv_direct(const int total, const int C, const int M, const int g
   if (r >= total) return;
   {geometry(fixed)}
   const int O = OD * OH * OW, K = KD * KH * KW, CG = C / group, MG = M / group;
-  const int per_row = (OW + {DIRECT_RUN - 1}) / {DIRECT_RUN};
-  const int row = r / per_row, ow0 = (r - row * per_row) * {DIRECT_RUN};
-  const int oh = row % OH, od = (row / OH) % OD, nm = row / (OH * OD);
+  {row_run_head("nm")}
   const int m = nm % M, n = nm / M;
-  const int ow_end = min(OW, ow0 + {DIRECT_RUN});
-  const int interior = od * SD - HD >= 0 && od * SD - HD + (KD - 1) * DD < ID
-      && oh * SH - HH >= 0 && oh * SH - HH + (KH - 1) * DH < IH
-      && ow0 * SW - HW >= 0 && (ow_end - 1) * SW - HW + (KW - 1) * DW < IW;
   const {compute} start = has_bias ? {load("bias", "b_off + m")} : 0;
   const int c0 = (m / MG) * CG;
   for (int ow = ow0; ow < ow_end; ++ow) {{
@@ -295,8 +318,3 @@ __kernel void conv_direct(const int total, const int C, const int M, const int g
 }}
 """
 
-
-def direct_runs(win: "Window", outputs: int) -> int:
-    """The work-items of ``conv_direct`` over ``outputs`` outputs."""
-    width = win.out[-1]
-    return 0 if not outputs else outputs // width * -(-width // DIRECT_RUN)
