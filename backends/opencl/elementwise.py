@@ -32,7 +32,8 @@ from backends.opencl.allocator import (CLArray, contiguous_strides, empty, from_
 from backends.opencl.codegen import (MAX_RANK, EwOp, Operand, Step, collapse,
                                      compute_dtype, elementwise_source, operand_ctypes,
                                      step_dtypes, strided_layout)
-from backends.opencl.families import run_family
+from backends.opencl.families import family_launch
+from backends.opencl.launch import Launch
 from backends.opencl.optable import TABLE
 from backends.opencl.scalars import ctype, storage_view_dtype
 
@@ -59,25 +60,72 @@ def _overlaps(a: CLArray, b: CLArray) -> bool:
     return a.size > 0 and b.size > 0 and la <= hb and lb <= ha
 
 
+_LAUNCHES = 1024  # kept launches per device before the memo starts again
+
+
 def run_elementwise(steps: Sequence[Step], operands: Sequence[Any],
                     outs: Sequence[CLArray | None], out_dtypes: Sequence[Any] = (),
                     runtime: Any = None) -> list[CLArray]:
     """Evaluate fused ``steps`` over ``operands``; the last ``len(outs)`` steps are written to
-    ``outs`` (allocated when None). Returns the output arrays."""
-    ops = [Operand(v, isinstance(v, CLArray)) for v in operands]
-    for operand in ops:
-        if isinstance(operand.value, np.ndarray) and operand.value.ndim:
+    ``outs`` (allocated when None). Returns the output arrays.
+
+    A call whose layout (steps, operand dtypes, shapes and strides, scalar values, outputs)
+    was seen before reuses that call's launch (``launch``); only buffers and offsets change."""
+    for value in operands:
+        if isinstance(value, CLArray):
+            runtime = runtime or value.runtime
+        elif isinstance(value, np.ndarray) and value.ndim:
             raise BackendError("host arrays must be uploaded before an elementwise op")
-        if operand.is_array:
-            operand.dtype = operand.value.dtype
-            runtime = runtime or operand.value.runtime
-    given = [o.dtype if o is not None else (np.dtype(d) if d is not None else None)
-             for o, d in zip(outs, list(out_dtypes) + [None] * len(outs))]
     for out in outs:
         if out is not None:
             runtime = runtime or out.runtime
     if runtime is None:
         raise BackendError("an elementwise op needs at least one device array")
+    key = _layout_key(steps, operands, outs, out_dtypes)
+    memo = runtime.memo("ew_launches")
+    launch = memo.get(key) if key is not None else None
+    arrays = [v for v in operands if isinstance(v, CLArray)]
+    if launch is None or any(a.buffer is o.buffer and _overlaps(a, o)
+                             for o in outs if o is not None for a in arrays):
+        launch, results = _work_out(runtime, steps, operands, outs, out_dtypes)
+        if key is not None and launch is not None:
+            if len(memo) >= _LAUNCHES:
+                memo.clear()
+            memo[key] = launch
+        return results
+    results = [out if out is not None else empty(runtime, *layout)
+               for out, layout in zip(outs, launch.outs)]
+    for out in results:
+        runtime.touch(out)
+    launch.run(runtime, results + arrays)
+    return results
+
+
+def _layout_key(steps, operands, outs, out_dtypes) -> tuple | None:
+    """What fixes an elementwise call's launch, or None when it cannot be keyed."""
+    key: list[Any] = [tuple(steps), tuple(out_dtypes)]
+    for value in operands:
+        if isinstance(value, CLArray):
+            key.append((value.dtype, value.shape, value.strides))
+        else:  # a host scalar: its type and value are compiled into the arguments
+            key.append((type(value), value))
+    key += [None if o is None else (o.dtype, o.shape, o.strides) for o in outs]
+    try:
+        hash(tuple(key))
+    except TypeError:
+        return None
+    return tuple(key)
+
+
+def _work_out(runtime, steps, operands, outs, out_dtypes):
+    """Run an elementwise call the long way: returns its launch (None when it cannot be
+    kept: empty results, operands copied for overlapping the output) and its results."""
+    ops = [Operand(v, isinstance(v, CLArray)) for v in operands]
+    for operand in ops:
+        if operand.is_array:
+            operand.dtype = operand.value.dtype
+    given = [o.dtype if o is not None else (np.dtype(d) if d is not None else None)
+             for o, d in zip(outs, list(out_dtypes) + [None] * len(outs))]
     types = step_dtypes(steps, ops, given)
     arrays = [o.value for o in ops if o.is_array]
     shape = _broadcast([a.shape for a in arrays])
@@ -92,10 +140,11 @@ def run_elementwise(steps: Sequence[Step], operands: Sequence[Any],
         runtime.touch(out)
     shape = results[0].shape
     if results[0].size == 0:
-        return results
+        return None, results
+    kept = True
     for operand in ops:
         if operand.is_array and any(_overlaps(operand.value, r) for r in results):
-            operand.value = copy(operand.value)
+            operand.value, kept = copy(operand.value), False
     views = [r for r in results] + [o.value.broadcast_to(shape) for o in ops if o.is_array]
     dims, strides = collapse(shape, [v.strides for v in views])
     flat = all(s == list(contiguous_strides(dims)) for s in strides[:len(results)]) and all(
@@ -111,9 +160,17 @@ def run_elementwise(steps: Sequence[Step], operands: Sequence[Any],
         k += 1
     family = _family_op(steps, ops, types, results)
     if family is not None:
-        run_family(runtime, family, steps[0].params, ops, types[0], results[0], dims,
-                   strides, flat)
-        return results
+        launch = family_launch(runtime, family, steps[0].params, ops, types[0], results[0],
+                               dims, strides, flat)
+    else:
+        launch = _fused_launch(runtime, steps, ops, types, results, dims, strides, flat)
+    launch.outs = [(r.shape, r.dtype) for r in results]
+    launch.run(runtime, results + [o.value for o in ops if o.is_array])
+    return (launch if kept else None), results
+
+
+def _fused_launch(runtime, steps, ops, types, results, dims, strides, flat) -> Launch:
+    """The launch of a fused expression's own kernel (arrays: results, then operands)."""
     signature = (tuple((s.op.name, s.args, len(s.params)) for s in steps),
                  tuple(o.dtype.name if o.is_array else None for o in ops),
                  tuple(t.name for t in types), tuple(r.dtype.name for r in results), flat)
@@ -121,25 +178,25 @@ def run_elementwise(steps: Sequence[Step], operands: Sequence[Any],
     count = -(-results[0].size // runtime.per_item)
     if not flat:
         count, head, per_array = strided_layout(dims, strides)
-    args: list[Any] = [np.int32(results[0].size if flat else count)] + ([] if flat else head)
+    launch = Launch(runtime, kernel, count)
+    launch.add(np.int32(results[0].size if flat else count), *([] if flat else head))
     for k, out in enumerate(results):
-        args += [out.buffer, np.int32(out.offset)]
-        if not flat:
-            args += per_array[k]
+        launch.array(k, out)
+        launch.add(*([] if flat else per_array[k]))
     compute = [ctype(compute_dtype(steps, ops, types, j)) for j in range(len(steps))]
     scalar_types = operand_ctypes(steps, ops, types)
     k = len(results)
     for i, operand in enumerate(ops):
         if operand.is_array:
-            args += [operand.value.buffer, np.int32(operand.offset)]
-            args += [np.int32(1 if operand.mode == "c" else 0)] if flat else per_array[k]
+            launch.array(k, operand.value)
+            launch.add(*([np.int32(1 if operand.mode == "c" else 0)] if flat
+                         else per_array[k]))
             k += 1
         else:
-            args.append(scalar_types[i].scalar(operand.value))
+            launch.add(scalar_types[i].scalar(operand.value))
     for j, step in enumerate(steps):
-        args += [compute[j].scalar(p) for p in step.params]
-    runtime.launch1d(kernel, count, *args)
-    return results
+        launch.add(*[compute[j].scalar(p) for p in step.params])
+    return launch
 
 
 def _family_op(steps, ops, types, results):

@@ -21,6 +21,7 @@ import numpy as np
 
 from backends.opencl.codegen import (flat_index, int8_arg, literals, strided_index,
                                      strided_layout)
+from backends.opencl.launch import Launch
 from backends.opencl.optable import TABLE
 from backends.opencl.scalars import CType, ctype, preamble
 
@@ -107,9 +108,10 @@ def _compute_dtype(op_name: str, ops, result_dtype: np.dtype) -> np.dtype:
     return result_dtype
 
 
-def run_family(runtime: Any, op_name: str, op_params: Sequence[float], ops, step_dtype,
-               out, dims, strides, flat: bool) -> None:
-    """Launch the family kernel for ``op_name`` (operands already laid out by codegen)."""
+def family_launch(runtime: Any, op_name: str, op_params: Sequence[float], ops, step_dtype,
+                  out, dims, strides, flat: bool) -> Launch:
+    """The launch of the family kernel for ``op_name`` (operands already laid out by
+    codegen; array 0 is ``out``, then the array operands)."""
     compute = ctype(_compute_dtype(op_name, ops, np.dtype(step_dtype)))
     if op_name == "Identity":
         compute = ctype(out.dtype)
@@ -127,19 +129,22 @@ def run_family(runtime: Any, op_name: str, op_params: Sequence[float], ops, step
     count = -(-out.size // runtime.per_item)
     if not flat:
         count, head, per_array = strided_layout(dims, strides)
-    args: list[Any] = [np.int32(out.size if flat else count)] + ([] if flat else head)
-    args += [out.buffer, np.int32(out.offset)] + ([] if flat else list(per_array[0]))
+    launch = Launch(runtime, kernel, count)
+    launch.add(np.int32(out.size if flat else count), *([] if flat else head))
+    launch.array(0, out)
+    launch.add(*([] if flat else per_array[0]))
     k = 1
     for operand in ops:
         if operand.is_array:
-            args += [operand.value.buffer, np.int32(operand.offset)]
-            args += [np.int32(1 if operand.mode == "c" else 0)] if flat else list(per_array[k])
-            args += [compute.scalar(0), np.int32(0)]
+            launch.array(k, operand.value)
+            launch.add(*([np.int32(1 if operand.mode == "c" else 0)] if flat
+                         else per_array[k]))
+            launch.add(compute.scalar(0), np.int32(0))
             k += 1
-        else:
-            args += [out.buffer, np.int32(0)]
-            args += [np.int32(0)] if flat else [int8_arg(()), np.int32(0)]
-            args += [compute.scalar(operand.value), np.int32(1)]
+        else:  # an unread buffer argument, then the scalar
+            launch.array(0, out, offset=False)
+            launch.add(np.int32(0), *([np.int32(0)] if flat else [int8_arg(()), np.int32(0)]))
+            launch.add(compute.scalar(operand.value), np.int32(1))
     params = list(op_params) + [0.0] * (_PARAMS - len(op_params))
-    args += [np.int32(codes[op_name])] + [compute.scalar(p) for p in params]
-    runtime.launch1d(kernel, count, *args)
+    launch.add(np.int32(codes[op_name]), *[compute.scalar(p) for p in params])
+    return launch

@@ -26,11 +26,15 @@ _DIRECT = ("Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Exp", "Log", "Sqrt"
 
 def _direct(op_name: str):
     op = TABLE[op_name]
+    steps_of: dict[int, list] = {}  # by the number of inputs (Where and PRelu vary)
 
     def run(ctx, inputs, outputs, attrs):
-        fused = Fused(len(inputs))
-        fused.add(op, *(fused.input(k) for k in range(len(inputs))))
-        run_elementwise(fused.steps, inputs, outputs[:1])
+        steps = steps_of.get(len(inputs))
+        if steps is None:
+            fused = Fused(len(inputs))
+            fused.add(op, *(fused.input(k) for k in range(len(inputs))))
+            steps = steps_of[len(inputs)] = fused.steps
+        run_elementwise(steps, inputs, outputs[:1])
     run.__name__ = op_name.lower()
     return run
 
