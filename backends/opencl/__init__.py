@@ -100,14 +100,24 @@ class OpenCLBackend(Backend):
             fn = self.fallback.kernel(op)
         runtime = self.runtime
 
-        def run(ctx, inputs, outputs, attrs):
-            for out in outputs:
-                if out is not None:
-                    runtime.touch(out)
-            with runtime.op_scope(op), runtime.deferred():  # one wait, at the block's end
-                # (a dynamic_outputs kernel returns the values it made: pass them on)
-                return fn(ctx, inputs, outputs, attrs)
-        run.__name__ = getattr(fn, "__name__", op)
+        def guarded(call):
+            def run(ctx, inputs, outputs, attrs):
+                for out in outputs:
+                    if out is not None:
+                        runtime.touch(out)
+                with runtime.op_scope(op), runtime.deferred():  # one wait, at the block's end
+                    # (a dynamic_outputs kernel returns the values it made: pass them on)
+                    return call(ctx, inputs, outputs, attrs)
+            run.__name__ = getattr(fn, "__name__", op)
+            return run
+
+        run = guarded(fn)
+        bind = getattr(fn, "bind", None)
+        if bind is not None:  # a prepared kernel: its plan-time part runs once per step
+            def bind_guarded(backend, input_types, output_types, attrs):
+                with runtime.op_scope(op):
+                    return guarded(bind(backend, input_types, output_types, attrs))
+            run.bind = bind_guarded
         if getattr(fn, "workspace", None) is not None:  # scratch the memory plan counts
             run.workspace = fn.workspace
         self._wrapped[op] = run

@@ -89,6 +89,12 @@ CASES = [
     _fused_conv("depthwise_clip_residual", [rand(1, 4, 6, 6), rand(4, 1, 3, 3, seed=1),
                                             rand(4, seed=2), rand(1, 4, 6, 6, seed=3)],
                 "Clip", {"min": 0.0, "max": 0.5}, pads=[1, 1, 1, 1], group=4),
+    # a depthwise Conv alone runs its own (direct) kernel; with an activation the GEMM's
+    # store cannot apply, the Conv's kernel and then the activation's
+    _fused_conv("depthwise_bias", [rand(1, 6, 7, 7), rand(6, 1, 3, 3, seed=1),
+                                   rand(6, seed=2)], "", pads=[1, 1, 1, 1], group=6),
+    _fused_conv("depthwise_sigmoid", [rand(2, 4, 6, 6), rand(4, 1, 3, 3, seed=1),
+                                      rand(4, seed=2)], "Sigmoid", strides=[2, 2], group=4),
     Case("portable.FusedGemm", [rand(3, 4), rand(5, 4, seed=1), rand(5, seed=2)],
          attrs={"transB": 1, "activation": "Sigmoid", "activation_attrs": "{}"},
          reference=_fused_gemm_reference, grad=False, name="sigmoid"),

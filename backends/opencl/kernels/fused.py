@@ -5,9 +5,9 @@ of the body becomes steps of a ``codegen.Fused`` expression (variadic ops fold, 
 Max/Min against its bounds), so the chain reads its inputs once and writes the output once,
 with every intermediate in registers. ``portable.FusedConv`` with no activation, a Relu or a
 Clip adds its bias and residual and clamps in the GEMM's store (``gemm.Epilogue``): one pass
-over the output instead of three. Other activations, thin (depthwise) Convs and
-``portable.FusedGemm`` run the Conv or Gemm kernel, then the Add and the activation's kernels
-in place on the result.
+over the output instead of three. Other activations, thin (depthwise) Convs with an
+activation or a residual and ``portable.FusedGemm`` run the Conv or Gemm kernel, then the Add
+and the activation's kernels in place on the result. Both are prepared once per plan step.
 """
 from __future__ import annotations
 
@@ -102,17 +102,31 @@ def fused_elementwise(ctx, inputs, outputs, attrs):
 _composed_conv = composed_kernel("Conv")
 
 
-@kernel("portable.FusedConv")
-def fused_conv(ctx, inputs, outputs, attrs):
-    x, w = inputs[:2]
+def _prepare_fused_conv(backend, input_types, output_types, attrs):
+    """(window, clamp bounds, None) when ``conv_forward`` runs the whole step (the GEMM's
+    store finishing it), or (None, _, the composed kernel bound to these types) when a Conv
+    kernel and then the Add and activation kernels run it."""
+    x, w = input_types[:2]
     win = Window.of(window_geometry(x.shape[2:], w.shape[2:], attrs), x.shape[2:])
     bounds = activation_bounds(attrs)
-    if bounds is None or thin(x.shape, attrs["group"], win):
-        return _composed_conv(ctx, inputs, outputs, attrs)
+    residual = len(input_types) > 3 and input_types[3] is not None
+    plain = not attrs.get("activation") and not residual  # (any Conv kernel runs it)
+    if not plain and (bounds is None or thin(x.shape, attrs["group"], win)):
+        return None, (None, None), _composed_conv.bind(backend, input_types, output_types,
+                                                       attrs)
+    low, high = (None, None) if bounds is None else \
+        (None if math.isinf(b) else b for b in bounds)  # (no compare for no bound)
+    return win, (low, high), None
+
+
+@kernel("portable.FusedConv", prepare=_prepare_fused_conv)
+def fused_conv(state, ctx, inputs, outputs, attrs):
+    win, (low, high), composed = state
+    if composed is not None:
+        return composed(ctx, inputs, outputs, attrs)
     bias = inputs[2] if len(inputs) > 2 else None
     residual = inputs[3] if len(inputs) > 3 else None
-    low, high = (None if math.isinf(b) else b for b in bounds)  # (no compare for no bound)
-    conv_forward(x, w, bias, win, attrs["group"], outputs[0], ctx,
+    conv_forward(inputs[0], inputs[1], bias, win, attrs["group"], outputs[0], ctx,
                  Epilogue(residual=residual, low=low, high=high))
 
 

@@ -51,6 +51,26 @@ def _upcast(fn: Callable, half: bool) -> Callable:
         wide_out = [_wide(getattr(o, "dtype", None), half) for o in outputs]
         if not any(wide_in) and not any(wide_out):
             return fn(ctx, inputs, outputs, attrs)
+        return _widened(fn, wide_in, wide_out)(ctx, inputs, outputs, attrs)
+    run.__name__ = fn.__name__
+    bind = getattr(fn, "bind", None)
+    if bind is not None:  # a prepared kernel: prepared for the types it will compute in
+        def bind_wide(backend, input_types, output_types, attrs):
+            wide_in = [_wide(getattr(t, "dtype", None), half) for t in input_types]
+            wide_out = [_wide(getattr(t, "dtype", None), half) for t in output_types]
+            if not any(wide_in) and not any(wide_out):
+                return bind(backend, input_types, output_types, attrs)
+            bound = bind(backend, _retyped(input_types, wide_in),
+                         _retyped(output_types, wide_out), attrs)
+            return _widened(bound, wide_in, wide_out)
+        run.bind = bind_wide
+    return run
+
+
+def _widened(fn: Callable, wide_in: list, wide_out: list) -> Callable:
+    """``fn`` run on wide copies of the inputs where ``wide_in`` names a type, writing
+    through wide temporaries where ``wide_out`` does, stored back (rounded) after it."""
+    def run(ctx, inputs, outputs, attrs):
         args = [a.astype(w) if w is not None else a for a, w in zip(inputs, wide_in)]
         temps = [ctx.backend.empty(o.shape, w) if w is not None else o
                  for o, w in zip(outputs, wide_out)]
@@ -59,8 +79,13 @@ def _upcast(fn: Callable, half: bool) -> Callable:
             if target is not None and target is not value:
                 assign(target, value)
         return result
-    run.__name__ = fn.__name__
     return run
+
+
+def _retyped(types: list, wide: list) -> list:
+    from portable.ir.graph import TensorType
+
+    return [TensorType(t.shape, w) if w is not None else t for t, w in zip(types, wide)]
 
 
 def _wrap(fn: Callable, half: str = "upcast") -> Callable:
