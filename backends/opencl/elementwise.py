@@ -33,7 +33,7 @@ from backends.opencl.codegen import (MAX_RANK, EwOp, Operand, Step, collapse,
                                      compute_dtype, elementwise_source, operand_ctypes,
                                      step_dtypes, strided_layout)
 from backends.opencl.families import family_launch
-from backends.opencl.launch import Launch
+from backends.opencl.launch import Launch, keep
 from backends.opencl.optable import TABLE
 from backends.opencl.scalars import ctype, storage_view_dtype
 
@@ -58,9 +58,6 @@ def _overlaps(a: CLArray, b: CLArray) -> bool:
         return low, high
     (la, ha), (lb, hb) = span(a), span(b)
     return a.size > 0 and b.size > 0 and la <= hb and lb <= ha
-
-
-_LAUNCHES = 1024  # kept launches per device before the memo starts again
 
 
 def run_elementwise(steps: Sequence[Step], operands: Sequence[Any],
@@ -89,9 +86,7 @@ def run_elementwise(steps: Sequence[Step], operands: Sequence[Any],
                              for o in outs if o is not None for a in arrays):
         launch, results = _work_out(runtime, steps, operands, outs, out_dtypes)
         if key is not None and launch is not None:
-            if len(memo) >= _LAUNCHES:
-                memo.clear()
-            memo[key] = launch
+            keep(memo, key, launch)
         return results
     results = [out if out is not None else empty(runtime, *layout)
                for out, layout in zip(outs, launch.outs)]
@@ -178,7 +173,7 @@ def _fused_launch(runtime, steps, ops, types, results, dims, strides, flat) -> L
     count = -(-results[0].size // runtime.per_item)
     if not flat:
         count, head, per_array = strided_layout(dims, strides)
-    launch = Launch(runtime, kernel, count)
+    launch = Launch.flat(runtime, kernel, count)
     launch.add(np.int32(results[0].size if flat else count), *([] if flat else head))
     for k, out in enumerate(results):
         launch.array(k, out)

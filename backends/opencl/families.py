@@ -129,7 +129,7 @@ def family_launch(runtime: Any, op_name: str, op_params: Sequence[float], ops, s
     count = -(-out.size // runtime.per_item)
     if not flat:
         count, head, per_array = strided_layout(dims, strides)
-    launch = Launch(runtime, kernel, count)
+    launch = Launch.flat(runtime, kernel, count)
     launch.add(np.int32(out.size if flat else count), *([] if flat else head))
     launch.array(0, out)
     launch.add(*([] if flat else per_array[0]))

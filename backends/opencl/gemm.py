@@ -34,6 +34,7 @@ from portable.errors import BackendError
 from backends.opencl.allocator import CLArray, empty
 from backends.opencl.codegen import MAX_RANK, collapse, int8_arg
 from backends.opencl.gemv import gemv
+from backends.opencl.launch import Launch, keep
 from backends.opencl.scalars import ctype, preamble
 
 
@@ -267,29 +268,44 @@ def pack_operand(runtime, x: CLArray, batch_shape, rows_axis, k_axis, width):
     """Pack the last two axes of ``x`` into panels, once per batch along the batch axes it
     does not broadcast over; returns the panels and their stride per batch axis (0 where
     ``x`` broadcasts). Panels of an operand packed again unchanged (weights) are reused."""
+    layout = (x.dtype, x.shape, x.strides, tuple(batch_shape), rows_axis, k_axis, width)
+    memo = runtime.memo("gemm_pack_launches")
+    kept = memo.get(layout)
+    if kept is None:
+        kept = keep(memo, layout, _pack_launch(runtime, x, batch_shape, rows_axis, k_axis,
+                                               width))
+    launch, size, strides, key = kept
+    key = ("gemm-pack", x.offset) + key
+    cached = runtime.derived(x, key)
+    if cached is not None:
+        return cached, strides
+    out = empty(runtime, (size,), x.dtype)
+    if size:
+        launch.run(runtime, [x, out])
+    if runtime.wants_derived(x, key):
+        runtime.keep_derived(x, key, out, out.nbytes)
+    return out, strides
+
+
+def _pack_launch(runtime, x: CLArray, batch_shape, rows_axis, k_axis, width):
+    """(the pack launch of arrays [x, panels], the panels' size, their batch strides, the
+    derived-data key of x's panels after its offset) for ``x``'s layout."""
     rows, k = x.shape[rows_axis], x.shape[k_axis]
     batch_strides = x.strides[:-2]
     own = [d if s else 1 for d, s in zip(batch_shape, batch_strides)]
     panels = -(-rows // width)
     size = panels * k * width
     strides = packed_strides(own, batch_strides, size)
-    key = ("gemm-pack", x.offset, x.shape, x.strides, tuple(own), rows_axis, width)
-    cached = runtime.derived(x, key)
-    if cached is not None:
-        return cached, strides
     dims, (bst,) = collapse(own, [batch_strides])
     batches = math.prod(own)
-    out = empty(runtime, (batches * size,), x.dtype)
-    if out.size:
-        runtime.launch(pack_kernel(runtime, x.dtype, width),
-                       (-(-k // pack_run(runtime)), panels, batches), work_group(runtime),
-                       np.int32(rows), np.int32(k), np.int32(panels), np.int32(batches),
-                       x.buffer, np.int32(x.offset),
-                       np.int32(x.strides[rows_axis]), np.int32(x.strides[k_axis]),
-                       np.int32(len(dims)), int8_arg(dims), int8_arg(bst), out.buffer)
-    if runtime.wants_derived(x, key):
-        runtime.keep_derived(x, key, out, out.nbytes)
-    return out, strides
+    launch = Launch(runtime, pack_kernel(runtime, x.dtype, width),
+                    (-(-k // pack_run(runtime)), panels, batches), work_group(runtime))
+    launch.add(np.int32(rows), np.int32(k), np.int32(panels), np.int32(batches))
+    launch.array(0, x)
+    launch.add(np.int32(x.strides[rows_axis]), np.int32(x.strides[k_axis]),
+               np.int32(len(dims)), int8_arg(dims), int8_arg(bst))
+    launch.array(1, x, offset=False)  # (the panels: set at each call)
+    return launch, batches * size, strides, (x.shape, x.strides, tuple(own), rows_axis, width)
 
 
 def packed_strides(own: Sequence[int], batch_strides: Sequence[int], size: int) -> list[int]:
@@ -345,13 +361,29 @@ def gemm_packed(ap: CLArray, a_bst: Sequence[int], bp: CLArray, b_bst: Sequence[
     their strides per batch axis of ``c``, finished by ``epilogue``."""
     runtime = c.runtime
     runtime.touch(c)
-    m, n = c.shape[-2:]
-    batch_shape = c.shape[:-2]
     if c.size == 0:
         return
+    bias, z = epilogue.bias, epilogue.residual
+    layout = (c.dtype, c.shape, c.strides, tuple(a_bst), tuple(b_bst), k, alpha, beta,
+              None if bias is None else (bias.dtype, bias.shape, bias.strides),
+              None if z is None else (z.dtype, z.shape, z.strides), epilogue.low,
+              epilogue.high)
+    memo = runtime.memo("gemm_launches")
+    launch = memo.get(layout)
+    if launch is None:
+        launch = keep(memo, layout, _multiply_launch(ap, a_bst, bp, b_bst, c, k, alpha, beta,
+                                                     epilogue))
+    launch.run(runtime, [ap, bp, c, c if bias is None else bias, c if z is None else z])
+
+
+def _multiply_launch(ap, a_bst, bp, b_bst, c, k, alpha, beta, epilogue) -> Launch:
+    """The multiply-and-store launch of arrays [A's panels, B's panels, C, the bias, the
+    residual] (C standing in for an absent part: never read) for these layouts."""
+    runtime = c.runtime
+    m, n = c.shape[-2:]
+    batch_shape = c.shape[:-2]
     mr, nr, _ = tile_shape(runtime, c.dtype)
-    kernel = gemm_kernel(runtime, c.dtype, epilogue.flags)
-    bias, z = c, c  # (stand-ins where a part is absent: never read)
+    bias, z = c, c
     bias_strides, z_strides = (0,) * (c.ndim - 1), (0,) * c.ndim
     if epilogue.bias is not None:
         bias = epilogue.bias.broadcast_to(batch_shape + (m,))
@@ -367,13 +399,20 @@ def gemm_packed(ap: CLArray, a_bst: Sequence[int], bp: CLArray, b_bst: Sequence[
     batches = math.prod(batch_shape)
     dt = ctype(c.dtype)
     low, high = epilogue.low, epilogue.high
-    runtime.launch(kernel, (-(-n // nr), -(-m // mr), batches), work_group(runtime),
-                   np.int32(m), np.int32(n), np.int32(k), ap.buffer, int8_arg(a_bst),
-                   bp.buffer, int8_arg(b_bst), c.buffer, np.int32(c.offset),
-                   np.int32(c.strides[-2]), np.int32(c.strides[-1]), np.int32(len(dims)),
-                   int8_arg(dims), int8_arg(c_bst), np.int32(batches), dt.scalar(alpha),
-                   dt.scalar(beta), bias.buffer, np.int32(bias.offset),
-                   np.int32(bias_strides[-1]), int8_arg(bias_bst), z.buffer,
-                   np.int32(z.offset), np.int32(z_strides[-2]), np.int32(z_strides[-1]),
-                   int8_arg(z_bst), dt.scalar(0 if low is None else low),
-                   dt.scalar(0 if high is None else high))
+    launch = Launch(runtime, gemm_kernel(runtime, c.dtype, epilogue.flags),
+                    (-(-n // nr), -(-m // mr), batches), work_group(runtime))
+    launch.add(np.int32(m), np.int32(n), np.int32(k))
+    launch.array(0, ap, offset=False)
+    launch.add(int8_arg(a_bst))
+    launch.array(1, bp, offset=False)
+    launch.add(int8_arg(b_bst))
+    launch.array(2, c)
+    launch.add(np.int32(c.strides[-2]), np.int32(c.strides[-1]), np.int32(len(dims)),
+               int8_arg(dims), int8_arg(c_bst), np.int32(batches), dt.scalar(alpha),
+               dt.scalar(beta))
+    launch.array(3, bias)
+    launch.add(np.int32(bias_strides[-1]), int8_arg(bias_bst))
+    launch.array(4, z)
+    launch.add(np.int32(z_strides[-2]), np.int32(z_strides[-1]), int8_arg(z_bst),
+               dt.scalar(0 if low is None else low), dt.scalar(0 if high is None else high))
+    return launch
