@@ -124,13 +124,20 @@ class CLArray:
         return f"CLArray({to_numpy(self)!r}, device={self.runtime.device.name!r})"
 
     # -- views -------------------------------------------------------------------------------
-    def _view(self, shape: Sequence[int], strides: Sequence[int], offset: int) -> "CLArray":
-        return CLArray(self.runtime, self.buffer, shape, self.dtype, strides, offset)
+    def _view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> "CLArray":
+        """A view of this buffer; ``shape`` and ``strides`` are tuples of Python ints (built
+        without the constructor's conversions: kernels make several views per call)."""
+        view = object.__new__(CLArray)
+        view.runtime, view.buffer, view.dtype = self.runtime, self.buffer, self.dtype
+        view.shape, view.strides, view.offset = shape, strides, offset
+        return view
 
     def reshape(self, *shape: Any, order: str = "C") -> "CLArray":
         """A view when the array is contiguous, else a contiguous copy reshaped."""
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
             shape = tuple(shape[0])
+        if shape == self.shape:
+            return self
         shape = normalize_shape(shape, self.size)
         if shape == self.shape:
             return self
@@ -150,8 +157,8 @@ class CLArray:
             tuple(int(a) % max(self.ndim, 1) for a in axes)
         if sorted(axes) != list(range(self.ndim)):
             raise ValueError(f"axes {axes} are not a permutation of {self.ndim} axes")
-        return self._view([self.shape[a] for a in axes], [self.strides[a] for a in axes],
-                          self.offset)
+        return self._view(tuple(self.shape[a] for a in axes),
+                          tuple(self.strides[a] for a in axes), self.offset)
 
     @property
     def T(self) -> "CLArray":  # noqa: N802 (NumPy's name)
@@ -165,6 +172,8 @@ class CLArray:
     def broadcast_to(self, shape: Sequence[int]) -> "CLArray":
         """A stride-0 view of this array broadcast to ``shape`` (NumPy's rules)."""
         shape = tuple(int(d) for d in shape)
+        if shape == self.shape:
+            return self
         lead = len(shape) - self.ndim
         if lead < 0:
             raise ValueError(f"cannot broadcast {self.shape} to {shape}")
@@ -176,7 +185,7 @@ class CLArray:
                 strides.append(0)
             else:
                 raise ValueError(f"cannot broadcast {self.shape} to {shape}")
-        return self._view(shape, strides, self.offset)
+        return self._view(shape, tuple(strides), self.offset)
 
     def __getitem__(self, key: Any) -> "CLArray":
         """A view for basic keys; ``install_operators()`` adds integer-array keys."""
@@ -237,7 +246,7 @@ def _not_installed(method: str) -> BackendError:
 def basic_getitem(array: CLArray, key: Any) -> CLArray:
     """``array[key]`` for basic keys (ints, slices, None, ...): a view sharing the buffer."""
     shape, strides, offset = basic_index(array.shape, array.strides, array.offset, key)
-    return array._view(shape, strides, offset)
+    return CLArray(array.runtime, array.buffer, shape, array.dtype, strides, offset)
 
 
 def basic_index(shape: Sequence[int], strides: Sequence[int], offset: int,
