@@ -94,3 +94,54 @@ def test_dense_conv_with_few_terms_runs_the_gemm(backend, x_shape, w_shape):
     windows = np.lib.stride_tricks.sliding_window_view(padded, w_shape[2:], axis=(2, 3))
     want = np.einsum("nchwij,mcij->nmhw", windows, w.astype(np.float64))
     np.testing.assert_allclose(y.get(), want, rtol=1e-5, atol=1e-5)
+
+
+def _grouped_conv_reference(x, w, bias, group, strides, pads, dilations):
+    """A grouped 2-D Conv in float64 from NumPy's sliding windows (pads: top, left, bottom,
+    right as ONNX orders them)."""
+    x = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])])
+    kh, kw = w.shape[2:]
+    span = ((kh - 1) * dilations[0] + 1, (kw - 1) * dilations[1] + 1)
+    windows = np.lib.stride_tricks.sliding_window_view(x, span, axis=(2, 3))
+    windows = windows[:, :, ::strides[0], ::strides[1], ::dilations[0], ::dilations[1]]
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    xs = windows.reshape((n, group, c // group) + windows.shape[2:])
+    ws = w.astype(np.float64).reshape(group, m // group, c // group, kh, kw)
+    y = np.einsum("ngchwij,gmcij->ngmhw", xs, ws).reshape((n, m) + windows.shape[2:4])
+    return y + bias.astype(np.float64)[None, :, None, None]
+
+
+# depthwise shapes of ShuffleNet and MobileNet (rows of 56, 28, 14, 7 at strides 1 and 2), 5x5
+# (with a channel multiplier) and 7x7 windows, a dilated window, a stride of 3 with no padding
+# and grouped 1x1s with 4 inputs a group (the general path)
+@pytest.mark.parametrize("x_shape, w_shape, group, stride, pad, dilation", [
+    ((1, 8, 56, 56), (8, 1, 3, 3), 8, 1, 1, 1),
+    ((1, 8, 28, 28), (8, 1, 3, 3), 8, 2, 1, 1),
+    ((2, 6, 14, 14), (6, 1, 3, 3), 6, 1, 1, 1),
+    ((1, 5, 7, 7), (5, 1, 3, 3), 5, 2, 1, 1),
+    ((1, 3, 9, 37), (6, 1, 5, 5), 3, 1, 2, 1),
+    ((1, 4, 16, 20), (4, 1, 7, 7), 4, 1, 3, 1),
+    ((1, 4, 20, 33), (4, 1, 3, 3), 4, 1, 2, 2),
+    ((1, 4, 19, 41), (4, 1, 3, 3), 4, 3, 0, 1),
+    ((1, 16, 12, 30), (8, 4, 1, 1), 4, 1, 0, 1)])
+def test_direct_conv_matches_numpy(backend, x_shape, w_shape, group, stride, pad, dilation):
+    """The direct kernel (a row per work-item: the outputs whose windows lie inside the
+    input in a plain loop, the edges and the rows at the borders with their taps tested)
+    against a float64 reference."""
+    from backends.opencl.kernels.conv import Window, conv_forward, thin
+    from portable.ops.conv import window_geometry
+
+    xp = backend.xp
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    bias = rng.standard_normal(w_shape[0]).astype(np.float32)
+    attrs = {"kernel_shape": list(w_shape[2:]), "strides": [stride] * 2, "pads": [pad] * 4,
+             "dilations": [dilation] * 2, "group": group, "auto_pad": "NOTSET"}
+    win = Window.of(window_geometry(x_shape[2:], w_shape[2:], attrs), x_shape[2:])
+    assert thin(x_shape, group, win)
+    y = backend.empty((x_shape[0], w_shape[0]) + tuple(win.out[1:]), np.float32)
+    conv_forward(xp.asarray(x), xp.asarray(w), xp.asarray(bias), win, group, y)
+    want = _grouped_conv_reference(x, w, bias, group, [stride] * 2, [pad] * 4, [dilation] * 2)
+    np.testing.assert_allclose(y.get(), want, rtol=1e-5, atol=1e-5)
