@@ -24,8 +24,8 @@ from backends.opencl.elementwise import assign
 from backends.opencl.gemm import (NO_EPILOGUE, Epilogue, gemm, gemm_packed,
                                   pack_operand, tile_shape, work_group)
 from backends.opencl.kernels.table import kernel_table
-from backends.opencl.kernels.window import (Window, direct_source, window_shape,
-                                            window_source)
+from backends.opencl.kernels.row_windows import direct_source, rows_of
+from backends.opencl.kernels.window import Window, window_shape, window_source
 from backends.opencl.scalars import ctype, preamble
 
 kernels, kernel = kernel_table()
@@ -149,7 +149,7 @@ def conv_forward(x, w, bias, win: Window, group: int, y, ctx=None,
                                "takes no residual or clamp")
         has_bias = bias is not None
         bias = bias.contiguous() if has_bias else w
-        rows = target.size // win.out[-1] if target.size else 0  # (a work-item per row)
+        rows = rows_of(win, target.size)
         runtime.launch1d(direct_kernel(runtime, x.dtype, win), rows,
                          np.int32(rows), np.int32(c), np.int32(m), np.int32(group),
                          *win.args, x.buffer, np.int32(x.offset), w.buffer,

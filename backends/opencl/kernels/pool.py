@@ -1,16 +1,19 @@
 """OpenCL kernels: MaxPool (with Indices), AveragePool, their gradients, global pools.
 
-One work-item per output window walks the window, skipping padding (max pooling never picks
-padding; average pooling divides by the count ONNX prescribes). The program is built per window
-shape (kernel, strides, dilations as constants, so the walk unrolls: MaxPool 3x3/2 on
-1x96x109x109 went from ~36 ms to ~6 ms on PoCL, ``benchmarks/opencl_kernels.py``), and MaxPool
-without Indices tracks no index. Gradients run in gather form
+The program is built per window shape (kernel, strides, dilations as constants, so the walks
+unroll: MaxPool 3x3/2 on 1x96x109x109 went from ~36 ms to ~6 ms on PoCL). MaxPool without
+Indices and AveragePool compute a row of outputs per work-item with the window's taps unrolled
+(``row_windows``: 1.3 -> 0.36 ms and 1.2 -> 0.46 ms on that input, ``benchmarks/
+opencl_kernels.py``); max pooling never picks padding, average pooling divides by the count
+ONNX prescribes. MaxPool with Indices walks each window of a run of outputs, recording where
+its first maximum lies. Gradients run in gather form
 over the input: MaxPoolGrad first records each window's first maximum (MaxPool's Indices),
 then each input element sums dY over the windows whose maximum it is; AveragePoolGrad sums
 dY / count over the windows that reach it. No atomics, so results are deterministic.
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -19,6 +22,7 @@ from portable.ops.conv import pool_geometry
 
 from backends.opencl.allocator import empty
 from backends.opencl.elementwise import assign
+from backends.opencl.kernels.row_windows import row_head, row_loops, rows_of, tap_terms
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.kernels.window import (INPUT_POSITION, Window, geometry, over_window,
                                             over_windows_reaching, row_run_head, row_runs,
@@ -53,11 +57,10 @@ def _input_prologue(fixed: Window | None) -> str:
 
 
 def _run_prologue(fixed: Window | None) -> str:
-    """The start of a forward pool kernel with one work-item per run of outputs of a row
+    """The start of MaxPool with Indices, one work-item per run of outputs of a row
     (``total``: how many runs; :func:`~backends.opencl.kernels.window.row_run_head`), then a
     loop over the run that opens with ``o``, ``i`` and ``ow`` (closed by the kernel). Runs
-    and unchecked interior windows took MaxPool 3x3/2 on 1x96x109x109 from 2.1 to 1.3-1.4 ms
-    on PoCL, AveragePool from 2.6 to 1.2 (``benchmarks/opencl_kernels.py``)."""
+    took MaxPool 3x3/2 on 1x96x109x109 from 2.1 to 1.3-1.4 ms on PoCL."""
     return f"""const int r = get_global_id(0);
   if (r >= total) return;
   {geometry(fixed)}
@@ -67,10 +70,7 @@ def _run_prologue(fixed: Window | None) -> str:
   const int o = (od * OH + oh) * OW + ow, i = nc * O + o;"""
 
 
-# The dtype-independent window walks of average_pool and pool_grad, built once.
-_AVERAGE_SUM = over_window("acc += x[x_off + nc * P + (pd * IH + ph) * IW + pw];")
-_AVERAGE_SUM_INSIDE = over_window("acc += x[x_off + nc * P + (pd * IH + ph) * IW + pw];",
-                                  skip_padding=False)
+# The dtype-independent window walk of pool_grad, built once.
 _GRAD_SUM = over_windows_reaching(f"""
     const int o = (od * OH + oh) * OW + ow;
     if (mode == 0) {{  /* max: this element must be the window's recorded maximum */
@@ -83,10 +83,9 @@ _GRAD_SUM = over_windows_reaching(f"""
 
 
 @lru_cache(maxsize=None)
-def _pool_source(dtype: np.dtype, fixed: Window | None = None) -> str:
-    """The pooling program for ``dtype`` (see each kernel's comment), for any window or, with
-    ``fixed``, for windows of its kernel shape, strides and dilations (the loops unrolled:
-    several times faster)."""
+def _pool_source(dtype: np.dtype, fixed: Window) -> str:
+    """The pooling program for ``dtype`` (see each kernel's comment) and windows of
+    ``fixed``'s kernel shape, strides and dilations (constants: the loops unroll)."""
     c = ctype(dtype)
     lowest = limits(dtype)[0]
     max_walk = over_window(f"""
@@ -98,20 +97,18 @@ def _pool_source(dtype: np.dtype, fixed: Window | None = None) -> str:
           at = valid ? (column_major ? (pw * IH + ph) * ID + pd : (pd * IH + ph) * IW + pw)
                      : -1;
         }}""", skip_padding=False)
-    # (the same walk keeping only the value: no index arithmetic in the loop)
-    value_walk = over_window(f"""
-        const int valid = pd >= 0 && pd < ID && ph >= 0 && ph < IH && pw >= 0 && pw < IW;
-        const {c.compute} v = valid ? x[x_off + nc * P + (pd * IH + ph) * IW + pw] : {lowest};
-        if (!started || v > best) {{
-          started = 1;
-          best = v;
-        }}""", skip_padding=False)
-    value_inside = over_window(f"""
-        const {c.compute} v = x[x_off + nc * P + (pd * IH + ph) * IW + pw];
-        if (!started || v > best) {{
-          started = 1;
-          best = v;
-        }}""", skip_padding=False)
+    def maximum(checks):  # the first tap, then each greater one (padding: the lowest value)
+        taps = tap_terms(fixed, checks, lambda t, v: v, lowest, "\n")
+        first, *rest = taps.split("\n")
+        steps = " ".join(f"{{ const {c.compute} v = {v}; best = v > best ? v : best; }}"
+                         for v in rest)
+        return f"{c.compute} best = {first}; {steps} y[y_off + y_row + ow] = best;"
+
+    def average(checks):  # the taps' sum over the count ONNX prescribes
+        total = tap_terms(fixed, checks, lambda t, v: f"({c.compute}){v}", "0", " + ")
+        count = (str(math.prod(fixed.kernel)) if checks == (False, False) else
+                 _window_count("        "))
+        return f"y[y_off + y_row + ow] = ({total}) / ({count});"
     return preamble([dtype]) + f"""
 /* The number of window positions of axis (o, start) inside [low, high). */
 inline int inside(const int o, const int s, const int h, const int k, const int d,
@@ -141,39 +138,26 @@ __kernel void max_pool(const int total, const int16 g, const int4 hp,
   }}
 }}
 
-/* MaxPool without Indices: the same maximum. */
+/* MaxPool without Indices: the same maximum, a work-item per output row (row_windows). */
 __kernel void max_pool_values(const int total, const int16 g, const int4 hp,
                               __global const {c.storage}* x, const int x_off,
                               __global {c.storage}* y, const int y_off) {{
-  {_run_prologue(fixed)}
-  {c.compute} best = {lowest};
-  int started = 0;
-  if (interior) {{
-  {value_inside}
-  }} else {{
-  {value_walk}
-  }}
-  y[y_off + i] = best;
-  }}
+  const int row = get_global_id(0);
+  if (row >= total) return;
+  {row_head(c.storage, fixed, "x + x_off + lead * ID * IH * IW")}
+  {row_loops(maximum)}
 }}
 
 /* AveragePool: the window's sum over the input, divided by the count of positions inside
-   [-head, size + tail) (count_include_pad) or [0, size). */
+   [-head, size + tail) (count_include_pad) or [0, size); a work-item per output row. */
 __kernel void average_pool(const int total, const int16 g, const int4 hp, const int4 tp,
                            __global const {c.storage}* x, const int x_off,
                            __global {c.storage}* y, const int y_off, const int include_pad,
                            const int grad) {{
-  {_run_prologue(fixed)}
-  {c.compute} acc = 0;
-  if (interior) {{
-  {_AVERAGE_SUM_INSIDE}
-  }} else {{
-  {_AVERAGE_SUM}
-  }}
-  const int count = interior ? KD * KH * KW :
-      {_window_count("      ")};
-  y[y_off + i] = acc / count;
-  }}
+  const int row = get_global_id(0);
+  if (row >= total) return;
+  {row_head(c.storage, fixed, "x + x_off + lead * ID * IH * IW")}
+  {row_loops(average)}
 }}
 
 /* Gradients, one work-item per input element p: the windows o that reach p are those with
@@ -218,9 +202,9 @@ def max_pool_into(x, attrs, y, index=None, column_major: bool = False) -> None:
     target = _target(y)
     with_index = index is not None
     if not with_index:
-        runs = row_runs(win, target.size)
-        runtime.launch1d(_pool_kernel(runtime, x.dtype, "max_pool_values", win), runs,
-                         np.int32(runs), *win.args, x.buffer, np.int32(x.offset),
+        rows = rows_of(win, target.size)
+        runtime.launch1d(_pool_kernel(runtime, x.dtype, "max_pool_values", win), rows,
+                         np.int32(rows), *win.args, x.buffer, np.int32(x.offset),
                          target.buffer, np.int32(target.offset))
         _finish(target, y)
         return
@@ -247,9 +231,9 @@ def average_pool(ctx, inputs, outputs, attrs):
     x, y = inputs[0].contiguous(), outputs[0]
     win = Window.of(pool_geometry(x.shape[2:], attrs), x.shape[2:])
     target = _target(y)
-    runs = row_runs(win, target.size)
-    x.runtime.launch1d(_pool_kernel(x.runtime, x.dtype, "average_pool", win), runs,
-                       np.int32(runs), *win.args, _tail(win), x.buffer,
+    rows = rows_of(win, target.size)
+    x.runtime.launch1d(_pool_kernel(x.runtime, x.dtype, "average_pool", win), rows,
+                       np.int32(rows), *win.args, _tail(win), x.buffer,
                        np.int32(x.offset), target.buffer, np.int32(target.offset),
                        np.int32(bool(attrs["count_include_pad"])), np.int32(0))
     _finish(target, y)

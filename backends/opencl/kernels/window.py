@@ -53,7 +53,7 @@ _AXES = "DHW"
 OUTPUT_POSITION = "const int ow = o % OW, oh = (o / OW) % OH, od = o / (OW * OH);"
 INPUT_POSITION = "const int pw = p % IW, ph = (p / IW) % IH, pd = p / (IW * IH);"
 
-ROW_RUN = 16  # outputs along W that one work-item of the forward pools and conv_direct computes
+ROW_RUN = 16  # outputs along W that one work-item of MaxPool with Indices computes
 
 
 def row_run_head(lead: str) -> str:
@@ -179,13 +179,10 @@ def _window_of(geom: Geometry, size: tuple[int, ...]) -> Window:
                   pad(geom.dilations, 1), pad(geom.head, 0), pad(geom.tail, 0))
 
 
-# The window walks of col2im and conv_direct: they do not depend on the dtype, so are built once.
+# The window walk of col2im: it does not depend on the dtype, so is built once.
 _COL2IM_SUM = over_windows_reaching("""
     const int k = (kd * KH + kh) * KW + kw, o = (od * OH + oh) * OW + ow;
     acc += base[k * O + o];""")
-_DIRECT_TERM = "acc += xc[(pd * IH + ph) * IW + pw] * wc[(kd * KH + kh) * KW + kw];"
-_DIRECT_SUM = over_window(_DIRECT_TERM, indent="      ")
-_DIRECT_SUM_INSIDE = over_window(_DIRECT_TERM, skip_padding=False, indent="      ")
 
 
 def window_source(storage: str, compute: str, load, store) -> str:
@@ -278,87 +275,4 @@ __kernel void col2im(const int total, const int M, const int16 g, const int4 hp,
   {store("y", "y_off + i", "acc")};
 }}
 
-"""
-
-
-def direct_source(storage: str, compute: str, load, store, fixed: "Window") -> str:
-    """The program of ``conv_direct`` for windows of ``fixed``'s kernel shape, strides and
-    dilations, the direct convolution of grouped Convs with few multiply-adds per output
-    (depthwise), where im2col + GEMM would waste work. A work-item computes one output row.
-    In a depthwise Conv's row whose windows lie inside the input along D and H, the outputs
-    whose windows also lie inside it along W run a plain loop with the window's taps unrolled
-    and its weights in registers, which the compiler vectorises along the row (on PoCL a
-    ShuffleNet 3x3 on 136x28x28 took about 400 us with an output or a run of them per
-    work-item, 42 us so); the other outputs sum their windows with bounds checks."""
-    kd_n, kh_n, kw_n = fixed.kernel
-    taps = [(a, b, c) for a in range(kd_n) for b in range(kh_n) for c in range(kw_n)]
-    weights = " ".join(f"const {compute} w{t} = wc[{t}];" for t in range(len(taps)))
-    rows = " ".join(
-        f"const int p{a}_{b} = (od * SD - HD + {a} * DD) * IH + oh * SH - HH + {b} * DH; "
-        f"const int v{a}_{b} = od * SD - HD + {a} * DD >= 0 && od * SD - HD + {a} * DD < ID "
-        f"&& oh * SH - HH + {b} * DH >= 0 && oh * SH - HH + {b} * DH < IH; "
-        f"__global const {storage}* r{a}_{b} = xc + p{a}_{b} * IW - HW;"
-        for a in range(kd_n) for b in range(kh_n))
-
-    def terms(row_checks: bool, w_checks: bool) -> str:
-        """The window sum of output ow: taps whose input row (D, H) or column (W) may lie
-        outside the input are tested (a tap outside adds nothing)."""
-        out = []
-        for t, (a, b, c) in enumerate(taps):
-            term = f"r{a}_{b}[ow * SW + {c} * DW] * w{t}"
-            tests = ([f"v{a}_{b}"] if row_checks else []) + (
-                [f"ow * SW - HW + {c} * DW >= 0", f"ow * SW - HW + {c} * DW < IW"]
-                if w_checks else [])
-            out.append(f"({' && '.join(tests)} ? {term} : 0)" if tests else term)
-        return " + ".join(out)
-
-    def loop(first: str, last: str, row_checks: bool, w_checks: bool) -> str:
-        return (f"for (int ow = {first}; ow < {last}; ++ow) {{ const {compute} acc = start + "
-                f"{terms(row_checks, w_checks)}; {store('y', 'y_row + ow', 'acc')}; }}")
-    checked = f"""{{
-          {compute} acc = start;
-          for (int c = 0; c < CG; ++c) {{
-            __global const {storage}* xc = x + x_off + (n * C + c0 + c) * ID * IH * IW;
-            __global const {storage}* wc = w + w_off + (m * CG + c) * K;
-            {_DIRECT_SUM}
-          }}
-          {store("y", "y_row + ow", "acc")};
-        }}"""
-    return f"""
-__kernel void conv_direct(const int total, const int C, const int M, const int group,
-                          const int16 g, const int4 hp, __global const {storage}* x,
-                          const int x_off, __global const {storage}* w, const int w_off,
-                          __global const {storage}* bias, const int b_off,
-                          const int has_bias, __global {storage}* y, const int y_off) {{
-  const int row = get_global_id(0);
-  if (row >= total) return;
-  {geometry(fixed)}
-  const int O = OD * OH * OW, K = KD * KH * KW, CG = C / group, MG = M / group;
-  const int oh = row % OH, od = (row / OH) % OD, nm = row / (OH * OD);
-  const int m = nm % M, n = nm / M;
-  const {compute} start = has_bias ? {load("bias", "b_off + m")} : 0;
-  const int c0 = (m / MG) * CG;
-  const int y_row = y_off + nm * O + (od * OH + oh) * OW;
-  // [w_lo, w_hi): the outputs whose windows lie inside the input along W
-  const int inside = IW - 1 + HW - (KW - 1) * DW;
-  const int w_lo = min(OW, (HW + SW - 1) / SW);
-  const int w_hi = inside < 0 ? w_lo : max(w_lo, min(OW, inside / SW + 1));
-  const int rows_inside = od * SD - HD >= 0 && od * SD - HD + (KD - 1) * DD < ID
-      && oh * SH - HH >= 0 && oh * SH - HH + (KH - 1) * DH < IH;
-  if (CG == 1) {{
-    __global const {storage}* xc = x + x_off + (n * C + c0) * ID * IH * IW;
-    __global const {storage}* wc = w + w_off + m * K;
-    {weights}
-    {rows}
-    {loop("0", "w_lo", True, True)}
-    if (rows_inside) {{
-      {loop("w_lo", "w_hi", False, False)}
-    }} else {{
-      {loop("w_lo", "w_hi", True, False)}
-    }}
-    {loop("w_hi", "OW", True, True)}
-  }} else {{
-    for (int ow = 0; ow < OW; ++ow) {checked}
-  }}
-}}
 """

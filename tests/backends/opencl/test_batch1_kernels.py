@@ -145,3 +145,50 @@ def test_direct_conv_matches_numpy(backend, x_shape, w_shape, group, stride, pad
     conv_forward(xp.asarray(x), xp.asarray(w), xp.asarray(bias), win, group, y)
     want = _grouped_conv_reference(x, w, bias, group, [stride] * 2, [pad] * 4, [dilation] * 2)
     np.testing.assert_allclose(y.get(), want, rtol=1e-5, atol=1e-5)
+
+
+def _pool_reference(x, op, kernel, stride, pad, dilation, include_pad):
+    """MaxPool / AveragePool (2-D, symmetric pads) in float64 from NumPy's sliding windows."""
+    fill = -np.inf if op == "MaxPool" else 0.0
+    padded = np.pad(x.astype(np.float64), [(0, 0), (0, 0)] + [(pad, pad)] * 2,
+                    constant_values=fill)
+    span = (kernel - 1) * dilation + 1
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (span, span), axis=(2, 3))
+    windows = windows[:, :, ::stride, ::stride, ::dilation, ::dilation]
+    if op == "MaxPool":
+        return windows.max(axis=(-2, -1))
+    inside = np.pad(np.ones(x.shape[2:]), pad)
+    counts = np.lib.stride_tricks.sliding_window_view(inside, (span, span))
+    counts = counts[::stride, ::stride, ::dilation, ::dilation].sum(axis=(-2, -1))
+    return windows.sum(axis=(-2, -1)) / (kernel * kernel if include_pad else counts)
+
+
+# the stems of ShuffleNet, SqueezeNet and AlexNet, a padded 3x3/1 AveragePool both ways,
+# a dilated window and a row too short for an inside part
+@pytest.mark.parametrize("op, x_shape, kernel, stride, pad, dilation, include_pad", [
+    ("MaxPool", (1, 24, 112, 112), 3, 2, 1, 1, 0),
+    ("MaxPool", (1, 96, 109, 109), 3, 2, 0, 1, 0),
+    ("MaxPool", (2, 5, 30, 41), 3, 1, 1, 2, 0),
+    ("AveragePool", (1, 8, 28, 28), 3, 1, 1, 1, 0),
+    ("AveragePool", (1, 8, 28, 28), 3, 1, 1, 1, 1),
+    ("AveragePool", (1, 6, 15, 17), 2, 2, 0, 1, 0),
+    ("AveragePool", (1, 3, 4, 3), 3, 1, 1, 1, 0)])
+def test_pools_match_numpy(backend, device, op, x_shape, kernel, stride, pad, dilation,
+                           include_pad):
+    """The forward pools (a row per work-item, taps unrolled) through a compiled plan."""
+    from portable.executor.compiled import CompiledGraph
+    from portable.ir import GraphBuilder, TensorType
+
+    x = np.random.default_rng(7).standard_normal(x_shape).astype(np.float32)
+    attrs = {"kernel_shape": [kernel] * 2, "strides": [stride] * 2, "pads": [pad] * 4}
+    if op == "MaxPool":
+        attrs["dilations"] = [dilation] * 2
+    else:
+        attrs["count_include_pad"] = include_pad
+    builder = GraphBuilder("pool")
+    builder.op(op, builder.input("x", x_shape, np.float32), outputs=["y"], name="pool", **attrs)
+    plan = CompiledGraph(builder.build(["y"]), device, {"x": TensorType(x_shape, np.float32)},
+                         keep=["y"])
+    y = plan.run({"x": backend.from_numpy(x)})[0]
+    want = _pool_reference(x, op, kernel, stride, pad, dilation, include_pad)
+    np.testing.assert_allclose(backend.to_numpy(y), want, rtol=1e-6, atol=1e-6)
