@@ -7,7 +7,9 @@ Stages of ``run_elementwise``:
    or ``strided`` (``codegen`` explains both).
 3. A single table op runs its *family* kernel (``families``: one program per type signature
    switching over every op); a fused expression gets a program of its own (both layouts),
-   looked up by its signature (ops, dtypes).
+   looked up by its signature (ops, dtypes). A strided same-type copy with long contiguous
+   rows runs ``row_copy``.
+4. The launch is kept for the next call with the same layout (``launch``).
 
 Operands that alias the output with another layout are copied first (NumPy's overlap rule).
 That copy is ``assign``, itself a device copy or an elementwise Cast, which is why copies,
@@ -35,6 +37,7 @@ from backends.opencl.codegen import (MAX_RANK, EwOp, Operand, Step, collapse,
 from backends.opencl.families import family_launch
 from backends.opencl.launch import Launch, keep
 from backends.opencl.optable import TABLE
+from backends.opencl.row_copy import row_copy_launch
 from backends.opencl.scalars import ctype, storage_view_dtype
 
 
@@ -154,10 +157,14 @@ def _work_out(runtime, steps, operands, outs, out_dtypes):
         operand.mode = ("c" if any(strides[k]) else "b") if flat else "s"
         k += 1
     family = _family_op(steps, ops, types, results)
-    if family is not None:
+    launch = None
+    if family == "Identity" and not flat and ops[0].is_array and \
+            ops[0].dtype == results[0].dtype:  # a strided copy: by rows where they are long
+        launch = row_copy_launch(runtime, results[0], ops[0].value, dims, strides)
+    if launch is None and family is not None:
         launch = family_launch(runtime, family, steps[0].params, ops, types[0], results[0],
                                dims, strides, flat)
-    else:
+    elif launch is None:
         launch = _fused_launch(runtime, steps, ops, types, results, dims, strides, flat)
     launch.outs = [(r.shape, r.dtype) for r in results]
     launch.run(runtime, results + [o.value for o in ops if o.is_array])

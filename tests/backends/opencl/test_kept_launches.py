@@ -146,3 +146,23 @@ def test_gemm_epilogue_parts_are_filled_per_call(backend):
              epilogue=Epilogue(bias=xp.asarray(bias), residual=xp.asarray(z), low=0.0))
         want = np.maximum(a.astype(np.float64) @ b + bias[:, None] + z, 0)
         np.testing.assert_allclose(c.get(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.float16])
+def test_strided_copies_by_rows(backend, dtype):
+    """Copies with long contiguous rows (``row_copy``): a channel shuffle, a copy into a
+    column slice, and a row shorter than the row path takes, each against NumPy."""
+    xp = backend.xp
+    host = (np.arange(4 * 34 * 28 * 28) % 251).astype(dtype).reshape(1, 4, 34, 28, 28)
+    x = xp.asarray(host)
+    shuffled = xp.asarray(np.zeros((1, 34, 4, 28, 28), dtype))
+    apply("Cast", x.transpose(0, 2, 1, 3, 4), out=shuffled)
+    np.testing.assert_array_equal(shuffled.get(), host.transpose(0, 2, 1, 3, 4))
+    wide = xp.asarray(np.zeros((3, 50), dtype))
+    apply("Cast", xp.asarray(host.reshape(-1)[:60].reshape(3, 20)), out=wide[:, 17:37])
+    want = np.zeros((3, 50), dtype)
+    want[:, 17:37] = host.reshape(-1)[:60].reshape(3, 20)
+    np.testing.assert_array_equal(wide.get(), want)
+    short = xp.asarray(np.zeros((5, 3), dtype))
+    apply("Cast", xp.asarray(host.reshape(-1)[:15].reshape(3, 5)).T, out=short)
+    np.testing.assert_array_equal(short.get(), host.reshape(-1)[:15].reshape(3, 5).T)
