@@ -126,6 +126,7 @@ class ProgramCache:
             kernel = cl.Kernel(self.program(source, options), name)
             arguments = argument_dtypes(source, name)
             kernel.set_scalar_arg_dtypes(arguments)
+            kernel.arg_dtypes = arguments  # (for clones: ``launch.Launch`` keeps its own)
             if self.check is not None:
                 self.check(kernel, name, arguments)
             self._kernels[key] = kernel

@@ -192,6 +192,17 @@ class Runtime:
         self.record(event)
         return event
 
+    def enqueue_set(self, kernel: Any, global_size: tuple, local_size: tuple | None) -> Any:
+        """Enqueue ``kernel`` with the arguments already set on it (a kernel object of one
+        caller's own: ``launch.Launch``); hold ``lock`` from setting them to this call."""
+        import pyopencl as cl
+
+        with self.lock:
+            event = cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
+            self.launches += 1
+        self.record(event)
+        return event
+
     def launch1d(self, kernel: Any, n: int, *args: Any) -> Any:
         """One work-item per element ``i < n`` (kernels take ``n`` and return when i >= n)."""
         if n > MAX_INDEX:
