@@ -25,7 +25,9 @@ from backends.opencl.gemm import (NO_EPILOGUE, Epilogue, gemm, gemm_packed,
                                   pack_operand, tile_shape, work_group)
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.kernels.row_windows import direct_source, rows_of
-from backends.opencl.kernels.window import Window, window_shape, window_source
+from backends.opencl.kernels.window import (PANEL_RUN, Window, packed_columns_source,
+                                            window_shape, window_source)
+from backends.opencl.launch import Launch, keep
 from backends.opencl.scalars import ctype, preamble
 
 kernels, kernel = kernel_table()
@@ -126,10 +128,30 @@ def im2col_packed(ctx, x, win: Window, group: int):
     panels = -(-win.out_size // nr)
     size = panels * rows * nr
     out = scratch(ctx, runtime, "columns", (n * group * size,), x.dtype)
-    runtime.launch(window_kernel(runtime, x.dtype, "im2col_packed"), (rows, panels, n * group),
-                   work_group(runtime), np.int32(c), np.int32(group), np.int32(panels),
-                   np.int32(nr), *win.args, x.buffer, np.int32(x.offset), out.buffer)
+    memo = runtime.memo("im2col_packed_launches")
+    layout = (x.dtype, x.shape, win, group)
+    launch = memo.get(layout)
+    if launch is None:
+        launch = Launch(runtime, _packed_columns_kernel(runtime, x.dtype, win),
+                        (rows, -(-panels // PANEL_RUN), n * group), work_group(runtime))
+        launch.add(np.int32(c), np.int32(group), np.int32(panels), np.int32(nr), *win.args)
+        launch.array(0, x)
+        launch.array(1, out, offset=False)  # (the columns start their buffer)
+        keep(memo, layout, launch)
+    launch.run(runtime, [x, out])
     return out, [group * size, size]
+
+
+def _packed_columns_kernel(runtime, dtype, win: Window):
+    """``im2col_packed`` for ``dtype`` and windows of ``win``'s shape (a program each)."""
+    memo = runtime.memo("packed_columns_kernels")
+    key = (np.dtype(dtype).name, window_shape(win))
+    kernel = memo.get(key)
+    if kernel is None:
+        source = preamble([dtype]) + packed_columns_source(ctype(dtype).storage,
+                                                            window_shape(win))
+        kernel = memo[key] = runtime.kernel(source, "im2col_packed")
+    return kernel
 
 
 def conv_forward(x, w, bias, win: Window, group: int, y, ctx=None,

@@ -211,51 +211,6 @@ __kernel void im2col(const int C, const int16 g, const int4 hp,
   }}
 }}
 
-/* im2col straight into the GEMM's packed B panels Bp[n, g][panel][C/group * K][NR]: one
-   work-item per (row kk of the columns, panel, n * group + g) writes NR consecutive
-   windows, stepping (od, oh, ow) instead of dividing. */
-__kernel void im2col_packed(const int C, const int group, const int panels, const int nr,
-                            const int16 g, const int4 hp, __global const {storage}* x,
-                            const int x_off, __global {storage}* out) {{
-  {GEOMETRY}
-  const int K = KD * KH * KW, CG = C / group;
-  const int kk = get_global_id(0), panel = get_global_id(1), ng = get_global_id(2);
-  if (kk >= CG * K || panel >= panels) return;
-  const int cl = kk / K, k = kk - cl * K;
-  const int n = ng / group, gi = ng - n * group;
-  const int kw = k % KW, kh = (k / KW) % KH, kd = k / (KW * KH);
-  __global const {storage}* source = x + x_off + ((size_t)n * C + gi * CG + cl) * ID * IH * IW;
-  __global {storage}* target = out + ((size_t)(ng * panels + panel) * CG * K + kk) * nr;
-  int o = panel * nr;
-  int ow = o % OW, oh = (o / OW) % OH, od = o / (OW * OH);
-  /* the panel as segments of output rows: per segment the row's bounds are checked once,
-     and a segment that reads inside the input row is a strided copy */
-  for (int r = 0; r < nr; ) {{
-    const int len = min(OW - ow, nr - r);
-    const int pd = od * SD - HD + kd * DD, ph = oh * SH - HH + kh * DH;
-    const int pw0 = ow * SW - HW + kw * DW;
-    __global {storage}* into = target + r;
-    if (od < OD && pd >= 0 && pd < ID && ph >= 0 && ph < IH) {{
-      __global const {storage}* row = source + (pd * IH + ph) * IW;
-      if (pw0 >= 0 && pw0 + (len - 1) * SW < IW) {{
-        for (int j = 0; j < len; ++j)
-          into[j] = row[pw0 + j * SW];
-      }} else {{
-        for (int j = 0; j < len; ++j) {{
-          const int pw = pw0 + j * SW;
-          into[j] = pw >= 0 && pw < IW ? row[pw] : ({storage})0;
-        }}
-      }}
-    }} else {{
-      for (int j = 0; j < len; ++j)
-        into[j] = ({storage})0;
-    }}
-    r += len;
-    ow = 0;
-    if (++oh == OH) {{ oh = 0; ++od; }}
-  }}
-}}
-
 /* col2im: y[n, m, p] = bias[m] + sum over the windows o and offsets k that reach p of
    cols[n, m, k, o] (ConvTranspose: the gather form of the scatter, no atomics) */
 __kernel void col2im(const int total, const int M, const int16 g, const int4 hp,
@@ -275,4 +230,66 @@ __kernel void col2im(const int total, const int M, const int16 g, const int4 hp,
   {store("y", "y_off + i", "acc")};
 }}
 
+"""
+
+
+PANEL_RUN = 8  # panels of the packed columns one work-item of im2col_packed writes
+
+
+def packed_columns_source(storage: str, fixed: Window) -> str:
+    """``im2col_packed`` for windows of ``fixed``'s kernel shape, strides and dilations
+    (constants: a segment inside the input with stride 1 is a plain copy the compiler
+    vectorises): im2col straight into the GEMM's packed B panels Bp[n, g][panel][C/group *
+    K][NR], one work-item per (row kk of the columns, run of PANEL_RUN panels, n * group + g)
+    writing NR consecutive windows a panel, stepping (od, oh, ow) instead of dividing (one
+    panel per work-item spent 280 us on a SqueezeNet 3x3 Conv's columns on PoCL)."""
+    return f"""
+__kernel void im2col_packed(const int C, const int group, const int panels, const int nr,
+                            const int16 g, const int4 hp, __global const {storage}* x,
+                            const int x_off, __global {storage}* out) {{
+  {geometry(fixed)}
+  const int K = KD * KH * KW, CG = C / group;
+  const int kk = get_global_id(0), first = get_global_id(1) * {PANEL_RUN};
+  const int ng = get_global_id(2);
+  if (kk >= CG * K || first >= panels) return;
+  const int cl = kk / K, k = kk - cl * K;
+  const int n = ng / group, gi = ng - n * group;
+  const int kw = k % KW, kh = (k / KW) % KH, kd = k / (KW * KH);
+  __global const {storage}* source = x + x_off + ((size_t)n * C + gi * CG + cl) * ID * IH * IW;
+  const int last = min(panels, first + {PANEL_RUN});
+  int o = first * nr;
+  int ow = o % OW, oh = (o / OW) % OH, od = o / (OW * OH);
+  for (int panel = first; panel < last; ++panel) {{
+    __global {storage}* target = out + ((size_t)(ng * panels + panel) * CG * K + kk) * nr;
+    /* the panel as segments of output rows: per segment the row's bounds are checked once,
+       and a segment that reads inside the input row is a strided copy */
+    for (int r = 0; r < nr; ) {{
+      const int len = min(OW - ow, nr - r);
+      const int pd = od * SD - HD + kd * DD, ph = oh * SH - HH + kh * DH;
+      const int pw0 = ow * SW - HW + kw * DW;
+      __global {storage}* into = target + r;
+      if (od < OD && pd >= 0 && pd < ID && ph >= 0 && ph < IH) {{
+        __global const {storage}* row = source + (pd * IH + ph) * IW + pw0;
+        if (pw0 >= 0 && pw0 + (len - 1) * SW < IW) {{
+          for (int j = 0; j < len; ++j)
+            into[j] = row[j * SW];
+        }} else {{
+          for (int j = 0; j < len; ++j) {{
+            const int pw = pw0 + j * SW;
+            into[j] = pw >= 0 && pw < IW ? row[j * SW] : ({storage})0;
+          }}
+        }}
+      }} else {{
+        for (int j = 0; j < len; ++j)
+          into[j] = ({storage})0;
+      }}
+      r += len;
+      ow += len;
+      if (ow == OW) {{
+        ow = 0;
+        if (++oh == OH) {{ oh = 0; ++od; }}
+      }}
+    }}
+  }}
+}}
 """
