@@ -49,6 +49,7 @@ class Runtime:
         local_size: the work-group size of 1-D kernels. Fixed per device, because PoCL
             compiles a kernel once per work-group size.
         per_item: elements per work-item of flat elementwise kernels.
+        row_run: outputs of a row per work-item of the row window kernels.
         lock: held while enqueueing (launches and host copies; see the module docstring).
         limits: the checks of kernels and launches against the device's caps.
     """
@@ -69,6 +70,9 @@ class Runtime:
         # the kernel alone 38-39 us at 64, 30 at 256, 35 at 1024), GPUs want neighbouring
         # work-items on neighbouring elements.
         self.per_item = 256 if device.is_cpu else 1
+        # Outputs of a row one work-item of the row window kernels computes (row_windows):
+        # on CPUs the whole row (a loop the compiler vectorises), on GPUs a few.
+        self.row_run = 1 << 20 if device.is_cpu else 4
         self.launches = 0
         # Host copies of small arrays uploaded from the host (axes, pads, bounds, ratios), so
         # kernels read them without a device round trip. Keyed by buffer; any write to the

@@ -24,7 +24,7 @@ from backends.opencl.elementwise import assign
 from backends.opencl.gemm import (NO_EPILOGUE, Epilogue, gemm, gemm_packed,
                                   pack_operand, tile_shape, work_group)
 from backends.opencl.kernels.table import kernel_table
-from backends.opencl.kernels.row_windows import direct_source, rows_of
+from backends.opencl.kernels.row_windows import direct_source, items_of
 from backends.opencl.kernels.window import (PANEL_RUN, Window, packed_columns_source,
                                             window_shape, window_source)
 from backends.opencl.launch import Launch, keep
@@ -39,13 +39,14 @@ _WIDEST_PANEL = 16  # the largest NR of any device and dtype (gemm.tile_shape)
 def direct_kernel(runtime, dtype, win: Window):
     """``conv_direct`` for ``dtype`` and windows of ``win``'s shape, strides and dilations."""
     memo = runtime.memo("direct_kernels")
-    key = (np.dtype(dtype).name, win.kernel, win.strides, win.dilations)
+    key = (np.dtype(dtype).name, win.kernel, win.strides, win.dilations, runtime.row_run)
     kernel = memo.get(key)
     if kernel is None:
         c = ctype(dtype)
         source = preamble([dtype]) + direct_source(
             c.storage, c.compute, lambda p, i: f"{p}[{i}]",
-            lambda p, i, v: f"{p}[{i}] = ({c.storage})({v})", window_shape(win))
+            lambda p, i, v: f"{p}[{i}] = ({c.storage})({v})", window_shape(win),
+            runtime.row_run)
         kernel = memo[key] = runtime.kernel(source, "conv_direct")
     return kernel
 
@@ -171,9 +172,9 @@ def conv_forward(x, w, bias, win: Window, group: int, y, ctx=None,
                                "takes no residual or clamp")
         has_bias = bias is not None
         bias = bias.contiguous() if has_bias else w
-        rows = rows_of(win, target.size)
-        runtime.launch1d(direct_kernel(runtime, x.dtype, win), rows,
-                         np.int32(rows), np.int32(c), np.int32(m), np.int32(group),
+        items = items_of(win, target.size, runtime.row_run)
+        runtime.launch1d(direct_kernel(runtime, x.dtype, win), items,
+                         np.int32(items), np.int32(c), np.int32(m), np.int32(group),
                          *win.args, x.buffer, np.int32(x.offset), w.buffer,
                          np.int32(w.offset), bias.buffer, np.int32(bias.offset),
                          np.int32(has_bias), target.buffer, np.int32(target.offset))

@@ -22,7 +22,7 @@ from portable.ops.conv import pool_geometry
 
 from backends.opencl.allocator import empty
 from backends.opencl.elementwise import assign
-from backends.opencl.kernels.row_windows import row_head, row_loops, rows_of, tap_terms
+from backends.opencl.kernels.row_windows import items_of, row_head, row_loops, tap_terms
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.kernels.window import (INPUT_POSITION, Window, geometry, over_window,
                                             over_windows_reaching, row_run_head, row_runs,
@@ -83,9 +83,10 @@ _GRAD_SUM = over_windows_reaching(f"""
 
 
 @lru_cache(maxsize=None)
-def _pool_source(dtype: np.dtype, fixed: Window) -> str:
+def _pool_source(dtype: np.dtype, fixed: Window, run: int) -> str:
     """The pooling program for ``dtype`` (see each kernel's comment) and windows of
-    ``fixed``'s kernel shape, strides and dilations (constants: the loops unroll)."""
+    ``fixed``'s kernel shape, strides and dilations (constants: the loops unroll); the row
+    kernels' work-items compute ``run`` outputs of a row."""
     c = ctype(dtype)
     lowest = limits(dtype)[0]
     max_walk = over_window(f"""
@@ -142,9 +143,9 @@ __kernel void max_pool(const int total, const int16 g, const int4 hp,
 __kernel void max_pool_values(const int total, const int16 g, const int4 hp,
                               __global const {c.storage}* x, const int x_off,
                               __global {c.storage}* y, const int y_off) {{
-  const int row = get_global_id(0);
-  if (row >= total) return;
-  {row_head(c.storage, fixed, "x + x_off + lead * ID * IH * IW")}
+  const int item = get_global_id(0);
+  if (item >= total) return;
+  {row_head(c.storage, fixed, "x + x_off + lead * ID * IH * IW", run)}
   {row_loops(maximum)}
 }}
 
@@ -154,9 +155,9 @@ __kernel void average_pool(const int total, const int16 g, const int4 hp, const 
                            __global const {c.storage}* x, const int x_off,
                            __global {c.storage}* y, const int y_off, const int include_pad,
                            const int grad) {{
-  const int row = get_global_id(0);
-  if (row >= total) return;
-  {row_head(c.storage, fixed, "x + x_off + lead * ID * IH * IW")}
+  const int item = get_global_id(0);
+  if (item >= total) return;
+  {row_head(c.storage, fixed, "x + x_off + lead * ID * IH * IW", run)}
   {row_loops(average)}
 }}
 
@@ -176,7 +177,8 @@ __kernel void pool_grad(const int total, const int16 g, const int4 hp, const int
 
 def _pool_kernel(runtime, dtype, name: str, win: Window):
     """Kernel ``name`` for windows of ``win``'s shape, strides and dilations."""
-    return runtime.kernel(_pool_source(np.dtype(dtype), window_shape(win)), name)
+    return runtime.kernel(_pool_source(np.dtype(dtype), window_shape(win), runtime.row_run),
+                          name)
 
 
 def _tail(win: Window):
@@ -202,9 +204,9 @@ def max_pool_into(x, attrs, y, index=None, column_major: bool = False) -> None:
     target = _target(y)
     with_index = index is not None
     if not with_index:
-        rows = rows_of(win, target.size)
-        runtime.launch1d(_pool_kernel(runtime, x.dtype, "max_pool_values", win), rows,
-                         np.int32(rows), *win.args, x.buffer, np.int32(x.offset),
+        items = items_of(win, target.size, runtime.row_run)
+        runtime.launch1d(_pool_kernel(runtime, x.dtype, "max_pool_values", win), items,
+                         np.int32(items), *win.args, x.buffer, np.int32(x.offset),
                          target.buffer, np.int32(target.offset))
         _finish(target, y)
         return
@@ -231,9 +233,9 @@ def average_pool(ctx, inputs, outputs, attrs):
     x, y = inputs[0].contiguous(), outputs[0]
     win = Window.of(pool_geometry(x.shape[2:], attrs), x.shape[2:])
     target = _target(y)
-    rows = rows_of(win, target.size)
-    x.runtime.launch1d(_pool_kernel(x.runtime, x.dtype, "average_pool", win), rows,
-                       np.int32(rows), *win.args, _tail(win), x.buffer,
+    items = items_of(win, target.size, x.runtime.row_run)
+    x.runtime.launch1d(_pool_kernel(x.runtime, x.dtype, "average_pool", win), items,
+                       np.int32(items), *win.args, _tail(win), x.buffer,
                        np.int32(x.offset), target.buffer, np.int32(target.offset),
                        np.int32(bool(attrs["count_include_pad"])), np.int32(0))
     _finish(target, y)

@@ -1,4 +1,4 @@
-"""Window kernels with one work-item per output row: the window's taps unrolled.
+"""Window kernels with a work-item per output row (on CPUs): the window's taps unrolled.
 
 The forward window kernels of inference (the direct Conv, MaxPool without Indices,
 AveragePool) spend their time in the inner loop over a row's outputs. Written as a plain loop
@@ -11,11 +11,13 @@ loop with every size a constant.
 A row's outputs fall in three parts: those whose windows lie inside the input along W
 ``[w_lo, w_hi)``, which read their taps unchecked when the row's windows also lie inside it
 along D and H (``rows_inside``), and the edges before and after, whose taps are tested (a tap
-outside the input reads the kernel's ``outside`` value instead).
+outside the input reads the kernel's ``outside`` value instead). A work-item computes a run of
+``Runtime.row_run`` outputs of a row: the whole row on CPUs, where a work-item costs more than
+the loop; a few on GPUs, whose work-items are cheap and many.
 
 Example (the AveragePool body: the taps' sum)::
 
-    loops = row_loops(fixed, lambda checks: f"acc = {tap_sum(fixed, checks, '0', '+')};")
+    loops = row_loops(lambda checks: f"acc = {tap_terms(fixed, checks, str, '0', ' + ')};")
 """
 from __future__ import annotations
 
@@ -30,11 +32,13 @@ def _taps(fixed: Window) -> list[tuple[int, int, int, int]]:
             for a in range(kd) for b in range(kh) for c in range(kw)]
 
 
-def row_head(storage: str, fixed: Window, plane: str) -> str:
-    """The start of a row kernel after ``row``: the geometry, the row's position (od, oh)
-    and leading index ``lead``, the parts of the row, and per window row (a, b) a pointer
-    ``r{a}_{b}`` to its input's column -HW inside the input plane starting at ``plane``
-    (an expression over ``lead``) and whether it lies inside the input ``v{a}_{b}``."""
+def row_head(storage: str, fixed: Window, plane: str, run: int) -> str:
+    """The start of a row kernel after ``item`` (its work-item): the geometry, the outputs
+    ``ow0 .. ow_end`` of a row that the work-item computes (a run of ``run``: the whole row
+    on CPUs), the row's position (od, oh) and leading index ``lead``, the parts of the row,
+    and per window row (a, b) a pointer ``r{a}_{b}`` to its input's column -HW inside the
+    input plane starting at ``plane`` (an expression over ``lead``) and whether it lies
+    inside the input ``v{a}_{b}``."""
     kd, kh, _ = fixed.kernel
     rows = "\n  ".join(
         f"const int v{a}_{b} = od * SD - HD + {a} * DD >= 0 && od * SD - HD + {a} * DD < ID "
@@ -42,6 +46,8 @@ def row_head(storage: str, fixed: Window, plane: str) -> str:
         f"__global const {storage}* r{a}_{b} = {plane} + ((od * SD - HD + {a} * DD) * IH + "
         f"oh * SH - HH + {b} * DH) * IW - HW;" for a in range(kd) for b in range(kh))
     return f"""{geometry(fixed)}
+  const int per_row = (OW + {run - 1}) / {run}, row = item / per_row;
+  const int ow0 = (item - row * per_row) * {run}, ow_end = min(OW, ow0 + {run});
   const int oh = row % OH, od = (row / OH) % OD, lead = row / (OH * OD);
   const int O = OD * OH * OW, y_row = lead * O + (od * OH + oh) * OW;
   /* [w_lo, w_hi): the outputs whose windows lie inside the input along W */
@@ -74,26 +80,28 @@ def tap_terms(fixed: Window, checks: tuple[bool, bool], term: Callable[[int, str
 def row_loops(body: Callable[[tuple[bool, bool]], str]) -> str:
     """The loops over a row's outputs ow: ``body(checks)`` computes output ow with taps
     tested as ``checks`` says (rows along D and H, columns along W)."""
-    return f"""for (int ow = 0; ow < w_lo; ++ow) {{ {body((True, True))} }}
+    return f"""const int lo = max(ow0, w_lo), hi = min(ow_end, w_hi);
+  for (int ow = ow0; ow < min(ow_end, w_lo); ++ow) {{ {body((True, True))} }}
   if (rows_inside) {{
-    for (int ow = w_lo; ow < w_hi; ++ow) {{ {body((False, False))} }}
+    for (int ow = lo; ow < hi; ++ow) {{ {body((False, False))} }}
   }} else {{
-    for (int ow = w_lo; ow < w_hi; ++ow) {{ {body((True, False))} }}
+    for (int ow = lo; ow < hi; ++ow) {{ {body((True, False))} }}
   }}
-  for (int ow = w_hi; ow < OW; ++ow) {{ {body((True, True))} }}"""
+  for (int ow = max(ow0, w_hi); ow < ow_end; ++ow) {{ {body((True, True))} }}"""
 
 
-def rows_of(win: Window, outputs: int) -> int:
-    """The work-items (output rows) of a row kernel over ``outputs`` outputs."""
-    return outputs // win.out[-1] if outputs else 0
+def items_of(win: Window, outputs: int, run: int) -> int:
+    """The work-items of a row kernel over ``outputs`` outputs in runs of ``run``."""
+    width = win.out[-1]
+    return outputs // width * -(-width // run) if outputs else 0
 
 
-def direct_source(storage: str, compute: str, load, store, fixed: Window) -> str:
+def direct_source(storage: str, compute: str, load, store, fixed: Window, run: int) -> str:
     """The program of ``conv_direct`` for windows of ``fixed``'s kernel shape, strides and
     dilations, the direct convolution of depthwise Convs (one input channel a group) and of
     other grouped Convs with few multiply-adds per output, where im2col + GEMM would waste
     work. Depthwise rows run the row loops with the weights in registers; the others sum
-    their windows with every tap tested."""
+    their windows with every tap tested. A work-item computes ``run`` outputs of a row."""
     weights = " ".join(f"const {compute} w{t} = wc[{t}];" for t, *_ in _taps(fixed))
 
     def depthwise(checks):
@@ -115,10 +123,11 @@ __kernel void conv_direct(const int total, const int C, const int M, const int g
                           const int x_off, __global const {storage}* w, const int w_off,
                           __global const {storage}* bias, const int b_off,
                           const int has_bias, __global {storage}* y, const int y_off) {{
-  const int row = get_global_id(0);
-  if (row >= total) return;
+  const int item = get_global_id(0);
+  if (item >= total) return;
   const int K = {len(_taps(fixed))}, CG = C / group, MG = M / group;
-  {row_head(storage, fixed, "x + x_off + (lead / M * C + lead % M / MG * CG) * ID * IH * IW")}
+  {row_head(storage, fixed, "x + x_off + (lead / M * C + lead % M / MG * CG) * ID * IH * IW",
+            run)}
   const int m = lead % M, c0 = m / MG * CG;
   const {compute} start = has_bias ? {load("bias", "b_off + m")} : 0;
   if (CG == 1) {{

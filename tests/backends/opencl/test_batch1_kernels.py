@@ -1,11 +1,21 @@
 """The OpenCL kernels that batch-1 inference leans on, against NumPy: the matrix-vector product
 of a fully connected layer (``backends.opencl.gemv``), LRN's forward pass (one program per kind
-of ``beta``) and dense Convs with few multiply-adds per output (through the GEMM, not the
-direct kernel)."""
+of ``beta``), dense Convs with few multiply-adds per output (through the GEMM, not the direct
+kernel), the direct (depthwise) Conv and the forward pools (row window kernels, run as on CPUs
+and as on GPUs), and Convs through im2col into the GEMM's packed panels."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+
+
+@pytest.fixture(params=["whole rows", "runs of 5"])
+def row_run(request, backend, monkeypatch):
+    """The row window kernels as CPUs run them (a work-item per row) and as GPUs do (runs
+    of a few outputs of a row: here 5, so that runs end inside a row's edges)."""
+    if request.param == "runs of 5":
+        monkeypatch.setattr(backend.runtime, "row_run", 5)
+    return backend.runtime.row_run
 
 
 @pytest.mark.parametrize("k, n, dtype", [(9216, 37, np.float32), (37, 19, np.float64),
@@ -125,7 +135,8 @@ def _grouped_conv_reference(x, w, bias, group, strides, pads, dilations):
     ((1, 4, 20, 33), (4, 1, 3, 3), 4, 1, 2, 2),
     ((1, 4, 19, 41), (4, 1, 3, 3), 4, 3, 0, 1),
     ((1, 16, 12, 30), (8, 4, 1, 1), 4, 1, 0, 1)])
-def test_direct_conv_matches_numpy(backend, x_shape, w_shape, group, stride, pad, dilation):
+def test_direct_conv_matches_numpy(backend, row_run, x_shape, w_shape, group, stride, pad,
+                                   dilation):
     """The direct kernel (a row per work-item: the outputs whose windows lie inside the
     input in a plain loop, the edges and the rows at the borders with their taps tested)
     against a float64 reference."""
@@ -173,8 +184,8 @@ def _pool_reference(x, op, kernel, stride, pad, dilation, include_pad):
     ("AveragePool", (1, 8, 28, 28), 3, 1, 1, 1, 1),
     ("AveragePool", (1, 6, 15, 17), 2, 2, 0, 1, 0),
     ("AveragePool", (1, 3, 4, 3), 3, 1, 1, 1, 0)])
-def test_pools_match_numpy(backend, device, op, x_shape, kernel, stride, pad, dilation,
-                           include_pad):
+def test_pools_match_numpy(backend, device, row_run, op, x_shape, kernel, stride, pad,
+                           dilation, include_pad):
     """The forward pools (a row per work-item, taps unrolled) through a compiled plan."""
     from portable.executor.compiled import CompiledGraph
     from portable.ir import GraphBuilder, TensorType
