@@ -213,8 +213,11 @@ __kernel void gemm(const int M, const int N, const int K,
                    __global const {t}* bias, const int bias_off, const int bias_rs,
                    const int8 bias_bst, __global const {t}* Z, const int z_off,
                    const int z_rs, const int z_cs, const int8 z_bst,
-                   const {t} low, const {t} high) {{
-  const int jp = get_global_id(0), ip = get_global_id(1), bi = get_global_id(2);
+                   const {t} low, const {t} high, const int a_first) {{
+  /* a_first: work-items run through A's panels fastest (each B panel stays in cache while
+     every A panel meets it), else through B's */
+  const int jp = get_global_id(a_first), ip = get_global_id(1 - a_first);
+  const int bi = get_global_id(2);
   const int row0 = ip * {mr}, col0 = jp * {nr};
   if (row0 >= M || col0 >= N || bi >= batches) return;
   int t = bi, co = c_off, bso = bias_off, zo = z_off;
@@ -399,8 +402,12 @@ def _multiply_launch(ap, a_bst, bp, b_bst, c, k, alpha, beta, epilogue) -> Launc
     batches = math.prod(batch_shape)
     dt = ctype(c.dtype)
     low, high = epilogue.low, epilogue.high
+    # Work-items sweep the operand whose panels are fewer bytes fastest: the other's panel
+    # stays in cache meanwhile, and the sweep's panels are read from cache the next time.
+    a_first = int(m <= n)
+    tiles = (-(-n // nr), -(-m // mr))
     launch = Launch(runtime, gemm_kernel(runtime, c.dtype, epilogue.flags),
-                    (-(-n // nr), -(-m // mr), batches), work_group(runtime))
+                    (tiles[a_first], tiles[1 - a_first], batches), work_group(runtime))
     launch.add(np.int32(m), np.int32(n), np.int32(k))
     launch.array(0, ap, offset=False)
     launch.add(int8_arg(a_bst))
@@ -414,5 +421,6 @@ def _multiply_launch(ap, a_bst, bp, b_bst, c, k, alpha, beta, epilogue) -> Launc
     launch.add(np.int32(bias_strides[-1]), int8_arg(bias_bst))
     launch.array(4, z)
     launch.add(np.int32(z_strides[-2]), np.int32(z_strides[-1]), int8_arg(z_bst),
-               dt.scalar(0 if low is None else low), dt.scalar(0 if high is None else high))
+               dt.scalar(0 if low is None else low), dt.scalar(0 if high is None else high),
+               np.int32(a_first))
     return launch
