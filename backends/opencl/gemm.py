@@ -142,13 +142,23 @@ def _epilogue_code(flags: tuple[bool, bool, bool, bool], vector: str | None = No
 
 
 def _gemm_source(dtype: np.dtype, mr: int, nr: int, vw: int,
-                 flags: tuple[bool, bool, bool, bool] = NO_EPILOGUE.flags) -> str:
+                 flags: tuple[bool, bool, bool, bool] = NO_EPILOGUE.flags,
+                 a_direct: bool = False) -> str:
     c = ctype(dtype)
     t, tv, nv = c.compute, f"{c.compute}{vw}", nr // vw
     acc = ", ".join(f"c{r}_{v} = 0" for r in range(mr) for v in range(nv))
     # A's elements are loaded one by one (the compiler broadcasts them from memory), so MR
     # need not be a vector width: 6 x 16 keeps 12 accumulators + 2 B vectors in 16 registers.
-    a_load = " ".join(f"const {t} a{r} = a[k * {mr} + {r}];" for r in range(mr))
+    # ``a_direct``: A is read where it lies (rows a_rs apart, k contiguous; rows past M read
+    # row M - 1, whose results are not stored) instead of from its packed panels.
+    if a_direct:
+        a_rows = " ".join(f"__global const {t}* a_row{r} = a + min(row0 + {r}, M - 1) * a_rs;"
+                          for r in range(mr))
+        a_load = " ".join(f"const {t} a{r} = a_row{r}[k];" for r in range(mr))
+        a_start = f"__global const {t}* a = Ap + a_off + ao; {a_rows}"
+    else:
+        a_load = " ".join(f"const {t} a{r} = a[k * {mr} + {r}];" for r in range(mr))
+        a_start = f"__global const {t}* a = Ap + a_off + ao + (size_t)ip * K * {mr};"
     # B's panels are aligned to NR elements: plain vector loads (PoCL does not inline
     # vloadN, and the call would spill every accumulator).
     b_load = " ".join(f"const {tv} b{v} = ((__global const {tv}*)(b + k * {nr}))[{v}];"
@@ -206,7 +216,8 @@ inline void store_tile(__global {t}* C, const int co, const int c_rs, const int 
 }}
 
 __kernel void gemm(const int M, const int N, const int K,
-                   __global const {t}* Ap, const int8 a_bst, __global const {t}* Bp,
+                   __global const {t}* Ap, const int a_off, const int8 a_bst, const int a_rs,
+                   __global const {t}* Bp,
                    const int8 b_bst, __global {t}* C, const int c_off, const int c_rs,
                    const int c_cs, const int brank, const int8 bshape, const int8 c_bst,
                    const int batches, const {t} alpha, const {t} beta,
@@ -223,7 +234,7 @@ __kernel void gemm(const int M, const int N, const int K,
   int t = bi, co = c_off, bso = bias_off, zo = z_off;
   size_t ao = 0, bo = 0;
   {decode}
-  __global const {t}* a = Ap + ao + (size_t)ip * K * {mr};
+  {a_start}
   __global const {t}* b = Bp + bo + (size_t)jp * K * {nr};
   {tv} {acc};
   for (int k = 0; k < K; ++k) {{
@@ -245,15 +256,17 @@ __kernel void gemm(const int M, const int N, const int K,
 
 
 def gemm_kernel(runtime: Any, dtype: np.dtype,
-                flags: tuple[bool, bool, bool, bool] = NO_EPILOGUE.flags):
+                flags: tuple[bool, bool, bool, bool] = NO_EPILOGUE.flags,
+                a_direct: bool = False):
     """The multiply-and-store kernel of ``dtype`` whose store has the epilogue parts ``flags``
-    (:attr:`Epilogue.flags`): each set of parts is its own program."""
+    (:attr:`Epilogue.flags`), reading A's packed panels or (``a_direct``) A where it lies:
+    each combination is its own program."""
     memo = runtime.memo("gemm_kernels")
-    hit = memo.get((dtype.name, flags))
+    hit = memo.get((dtype.name, flags, a_direct))
     if hit is None:
         mr, nr, vw = tile_shape(runtime, dtype)
-        source = preamble([dtype]) + _gemm_source(dtype, mr, nr, vw, flags)
-        hit = memo[(dtype.name, flags)] = runtime.kernel(source, "gemm")
+        source = preamble([dtype]) + _gemm_source(dtype, mr, nr, vw, flags, a_direct)
+        hit = memo[(dtype.name, flags, a_direct)] = runtime.kernel(source, "gemm")
     return hit
 
 
@@ -351,23 +364,35 @@ def gemm(a: CLArray, b: CLArray, c: CLArray, alpha: float = 1.0, beta: float = 0
     if c.size == 0:
         return
     mr, nr, _ = tile_shape(runtime, c.dtype)
-    with runtime.deferred():  # (one wait for the three launches: each costs PoCL ~40 us)
-        ap, a_bst = pack_operand(runtime, a, batch_shape, -2, -1, mr)
+    with runtime.deferred():  # (one wait for the launches: each costs PoCL ~40 us)
+        ap, a_bst, a_direct = a_operand(runtime, a, batch_shape, mr)
         bp, b_bst = pack_operand(runtime, b, batch_shape, -1, -2, nr)
-        gemm_packed(ap, a_bst, bp, b_bst, c, k, alpha, beta, epilogue)
+        gemm_packed(ap, a_bst, bp, b_bst, c, k, alpha, beta, epilogue, a_direct)
+
+
+def a_operand(runtime, a: CLArray, batch_shape, mr: int):
+    """A as the multiply reads it: (A itself, its batch strides, True) on CPUs when its rows
+    are contiguous along k (the multiply reads MR rows as MR streams: as fast as its packed
+    panels, and packing costs another pass: a 256^3 product on PoCL took 319 us packed, 177
+    direct), else (A's packed panels, their batch strides, False)."""
+    if runtime.device.is_cpu and a.strides[-1] == 1 and a.shape[-1] > 1:
+        return a, list(a.strides[:-2]), True
+    return (*pack_operand(runtime, a, batch_shape, -2, -1, mr), False)
 
 
 def gemm_packed(ap: CLArray, a_bst: Sequence[int], bp: CLArray, b_bst: Sequence[int],
                 c: CLArray, k: int, alpha: float = 1.0, beta: float = 0.0,
-                epilogue: Epilogue = NO_EPILOGUE) -> None:
+                epilogue: Epilogue = NO_EPILOGUE, a_direct: bool = False) -> None:
     """The multiply and store stages on panels already packed (``tile_shape`` layout), with
-    their strides per batch axis of ``c``, finished by ``epilogue``."""
+    their strides per batch axis of ``c``, finished by ``epilogue``; with ``a_direct``,
+    ``ap`` is A itself (``a_operand``)."""
     runtime = c.runtime
     runtime.touch(c)
     if c.size == 0:
         return
     bias, z = epilogue.bias, epilogue.residual
     layout = (c.dtype, c.shape, c.strides, tuple(a_bst), tuple(b_bst), k, alpha, beta,
+              ap.strides[-2] if a_direct else None,
               None if bias is None else (bias.dtype, bias.shape, bias.strides),
               None if z is None else (z.dtype, z.shape, z.strides), epilogue.low,
               epilogue.high)
@@ -375,13 +400,15 @@ def gemm_packed(ap: CLArray, a_bst: Sequence[int], bp: CLArray, b_bst: Sequence[
     launch = memo.get(layout)
     if launch is None:
         launch = keep(memo, layout, _multiply_launch(ap, a_bst, bp, b_bst, c, k, alpha, beta,
-                                                     epilogue))
+                                                     epilogue, a_direct))
     launch.run(runtime, [ap, bp, c, c if bias is None else bias, c if z is None else z])
 
 
-def _multiply_launch(ap, a_bst, bp, b_bst, c, k, alpha, beta, epilogue) -> Launch:
-    """The multiply-and-store launch of arrays [A's panels, B's panels, C, the bias, the
-    residual] (C standing in for an absent part: never read) for these layouts."""
+def _multiply_launch(ap, a_bst, bp, b_bst, c, k, alpha, beta, epilogue,
+                     a_direct: bool) -> Launch:
+    """The multiply-and-store launch of arrays [A's panels (or A itself: ``a_direct``), B's
+    panels, C, the bias, the residual] (C standing in for an absent part: never read) for
+    these layouts."""
     runtime = c.runtime
     m, n = c.shape[-2:]
     batch_shape = c.shape[:-2]
@@ -406,11 +433,11 @@ def _multiply_launch(ap, a_bst, bp, b_bst, c, k, alpha, beta, epilogue) -> Launc
     # stays in cache meanwhile, and the sweep's panels are read from cache the next time.
     a_first = int(m <= n)
     tiles = (-(-n // nr), -(-m // mr))
-    launch = Launch(runtime, gemm_kernel(runtime, c.dtype, epilogue.flags),
+    launch = Launch(runtime, gemm_kernel(runtime, c.dtype, epilogue.flags, a_direct),
                     (tiles[a_first], tiles[1 - a_first], batches), work_group(runtime))
     launch.add(np.int32(m), np.int32(n), np.int32(k))
-    launch.array(0, ap, offset=False)
-    launch.add(int8_arg(a_bst))
+    launch.array(0, ap)
+    launch.add(int8_arg(a_bst), np.int32(ap.strides[-2] if a_direct else 0))
     launch.array(1, bp, offset=False)
     launch.add(int8_arg(b_bst))
     launch.array(2, c)

@@ -21,8 +21,8 @@ from portable.ops.conv import Geometry, transpose_geometry, window_attrs, window
 
 from backends.opencl.allocator import CLArray, arena_view, empty
 from backends.opencl.elementwise import assign
-from backends.opencl.gemm import (NO_EPILOGUE, Epilogue, gemm, gemm_packed,
-                                  pack_operand, tile_shape, work_group)
+from backends.opencl.gemm import (NO_EPILOGUE, Epilogue, a_operand, gemm, gemm_packed,
+                                  tile_shape, work_group)
 from backends.opencl.kernels.table import kernel_table
 from backends.opencl.kernels.row_windows import direct_source, items_of
 from backends.opencl.kernels.window import (PANEL_RUN, Window, packed_columns_source,
@@ -188,10 +188,11 @@ def conv_forward(x, w, bias, win: Window, group: int, y, ctx=None,
             residual.contiguous().reshape(n, group, m // group, o))
         if _uses_columns(x.shape, w.shape, group, win):
             mr, _, _ = tile_shape(runtime, x.dtype)
-            ap, a_bst = pack_operand(runtime, weights.broadcast_to((n,) + weights.shape),
-                                     (n, group), -2, -1, mr)
+            ap, a_bst, a_direct = a_operand(runtime, weights.broadcast_to((n,) + weights.shape),
+                                            (n, group), mr)
             bp, b_bst = im2col_packed(ctx, x, win, group)
-            gemm_packed(ap, a_bst, bp, b_bst, y4, per_in * k, epilogue=finish)
+            gemm_packed(ap, a_bst, bp, b_bst, y4, per_in * k, epilogue=finish,
+                        a_direct=a_direct)
         else:  # pointwise: the input is the GEMM operand
             gemm(weights, x.reshape(n, group, per_in, o), y4, epilogue=finish)
     if target is not y:
