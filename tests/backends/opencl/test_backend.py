@@ -82,6 +82,23 @@ def test_gemm_matches_numpy_with_transposes_and_batches(backend, shape):
     np.testing.assert_allclose(got, a.T @ b, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("a_shape, a_key, b_shape", [
+    ((13, 40), np.s_[:, 3:30], (2, 27, 19)),      # rows 40 apart, broadcast over a batch
+    ((2, 3, 7, 9), np.s_[:, :, :, :], (3, 9, 33)),  # batched A, B broadcast over the first
+    ((1, 301), np.s_[:, :], (301, 5)),              # one row: the GEMV path
+    ((11, 64), np.s_[::2, :], (64, 64))])           # every other row (M = 6, not a tile)
+def test_gemm_reads_a_in_place_with_any_row_stride(backend, a_shape, a_key, b_shape):
+    """A whose rows are contiguous along k is read where it lies (no packing on CPUs):
+    strided rows, batch broadcasting and a last tile cut short, against float64."""
+    xp = backend.xp
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    got = (xp.asarray(a)[a_key] @ xp.asarray(b)).get()
+    want = a[a_key].astype(np.float64) @ b
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_gemm_alpha_beta_accumulates(backend):
     from backends.opencl.gemm import gemm
 
