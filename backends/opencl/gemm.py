@@ -4,10 +4,14 @@ Stages:
 1. Pack: A into panels Ap[batch][M/MR][K][MR] and B into Bp[batch][N/NR][K][NR] (zero-padded
    to whole panels). Packing reads any strides, so transposes, batch broadcasting and
    im2col columns cost nothing extra in the GEMM itself, and the GEMM then streams both
-   operands contiguously: no cache-set conflicts from large leading dimensions.
+   operands contiguously: no cache-set conflicts from large leading dimensions. On CPUs an A
+   whose rows are contiguous along k is not packed: the multiply reads its MR rows as MR
+   streams, as fast as from panels, and packing was another pass (``a_operand``).
 2. Multiply: one work-item per MR x NR tile of C keeps the tile in registers (NR / VW vectors
    per row: register blocking) and walks K with a load of each A element and each B vector
-   per step (A broadcast element by element, B as aligned vectors).
+   per step (A broadcast element by element, B as aligned vectors). Work-items sweep the
+   operand with fewer panel bytes fastest, so the other's panel stays in cache meanwhile.
+   Pack and multiply launches are kept per layout (``launch``).
 3. Store: alpha * tile (+ beta * C), then an optional epilogue (:class:`Epilogue`: a value
    per row, a residual tensor, a clamp): a tile inside C straight from its registers with
    vector stores (through memory to a helper it was 1.2-1.5x slower at K <= 256), a tile on
