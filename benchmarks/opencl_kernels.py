@@ -8,8 +8,9 @@ alike; each figure is the median over ``--repeats`` rounds of the median of at l
 ``--min-seconds`` of runs. ``ratio`` is OpenCL time / NumPy time (below 1: OpenCL is faster),
 ``ratio_to_best`` OpenCL time / the faster of the two NumPy ways. ``opencl_queued_ms`` is the
 time per run when 20 runs are enqueued and waited for once, as ops inside a compiled segment
-are: on PoCL, waiting for one launch costs about 0.25 ms, more than an elementwise kernel over
-200K elements computes.
+are: on PoCL, waiting for one launch costs 35-40 us (with the backend's host work, an Add
+with its wait about 0.1 ms), more than an elementwise kernel over 200K elements computes
+(about 30 us).
 The OpenCL output is checked against NumPy's before timing (``max_abs_error``).
 
 ``--limits phone`` runs the OpenCL side under a phone profile (``backends.opencl.device``).
