@@ -162,6 +162,16 @@ def collapse(shape: Sequence[int], strides_list: Sequence[Sequence[int]]):
 CHUNK = 32  # elements of the innermost axis one work-item of a strided kernel walks
 
 
+def peel_axes(counter: str, rank: str, shape: str, updates: Callable[[int], str]) -> str:
+    """C that splits the index ``counter`` (a variable, consumed) over the first ``rank``
+    axes of the ``int8`` ``shape``, last axis fastest: for each axis d, ``c`` is its
+    coordinate and ``updates(d)`` the statements that use it (offsets += c * strides.sd)."""
+    return " ".join(
+        f"if ({rank} > {d}) {{ const int q = {counter} / {shape}.s{d}; "
+        f"const int c = {counter} - q * {shape}.s{d}; {counter} = q; {updates(d)} }}"
+        for d in reversed(range(MAX_RANK)))
+
+
 def strided_index(names: Sequence[str]) -> tuple[list[str], str, str]:
     """Code of the strided layout: each work-item decodes its row over the outer axes once
     (divisions), then walks up to CHUNK elements of the innermost axis by stride steps.
@@ -172,10 +182,8 @@ def strided_index(names: Sequence[str]) -> tuple[list[str], str, str]:
     params = [p for name in names for p in (f"const int8 {name}_st", f"const int {name}_in")]
     lines = ["const int seg = i % segs, row = i / segs;", "int r = row;"]
     lines += [f"int {name}_b = {name}_off;" for name in names]
-    for d in reversed(range(MAX_RANK)):
-        updates = " ".join(f"{name}_b += c * {name}_st.s{d};" for name in names)
-        lines.append(f"if (rank > {d}) {{ const int q = r / shape.s{d}; "
-                     f"const int c = r - q * shape.s{d}; r = q; {updates} }}")
+    lines.append(peel_axes("r", "rank", "shape", lambda d: " ".join(
+        f"{name}_b += c * {name}_st.s{d};" for name in names)))
     loop = (f"for (int j = seg * {CHUNK}; j < min(seg * {CHUNK} + {CHUNK}, inner); ++j) {{ "
             + " ".join(f"const int {name}_i = {name}_b + j * {name}_in;" for name in names))
     return params, " ".join(lines), loop

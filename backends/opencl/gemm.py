@@ -36,7 +36,7 @@ import numpy as np
 from portable.errors import BackendError
 
 from backends.opencl.allocator import CLArray, empty
-from backends.opencl.codegen import MAX_RANK, collapse, int8_arg
+from backends.opencl.codegen import collapse, int8_arg, peel_axes
 from backends.opencl.gemv import gemv
 from backends.opencl.launch import Launch, keep
 from backends.opencl.scalars import ctype, preamble
@@ -87,10 +87,7 @@ def _pack_source(dtype: np.dtype, width: int, run: int) -> str:
     panel's ``width`` rows (a compile-time constant, so the row loop unrolls, and a panel of
     rows lying side by side in memory is copied in vectors); writes are contiguous."""
     c = ctype(dtype)
-    decode = " ".join(
-        f"if (brank > {d}) {{ const int q = t / bshape.s{d}; "
-        f"boff += (t - q * bshape.s{d}) * bst.s{d}; t = q; }}"
-        for d in reversed(range(MAX_RANK)))
+    decode = peel_axes("t", "brank", "bshape", lambda d: f"boff += c * bst.s{d};")
     return f"""
 __kernel void pack(const int rows, const int K, const int panels, const int batches,
                    __global const {c.storage}* x, const int x_off,
@@ -173,11 +170,9 @@ def _gemm_source(dtype: np.dtype, mr: int, nr: int, vw: int,
     stores = " ".join(
         f"vstore{vw}(alpha * c{r}_{v}, 0, tile + {(r * nv + v) * vw});"
         for r in range(mr) for v in range(nv))
-    decode = " ".join(
-        f"if (brank > {d}) {{ const int q = t / bshape.s{d}; const int c = t - q * bshape.s{d}; "
+    decode = peel_axes("t", "brank", "bshape", lambda d: (
         f"co += c * c_bst.s{d}; ao += (size_t)c * a_bst.s{d}; bo += (size_t)c * b_bst.s{d}; "
-        f"bso += c * bias_bst.s{d}; zo += c * z_bst.s{d}; t = q; }}"
-        for d in reversed(range(MAX_RANK)))
+        f"bso += c * bias_bst.s{d}; zo += c * z_bst.s{d};"))
     vector_epilogue = _epilogue_code(flags, tv, vw)
     direct = " ".join(
         f"{{ const int row = row0 + {r}; __global {t}* p = C + co + row * c_rs + col0; "

@@ -24,7 +24,7 @@ import numpy as np
 from portable.errors import BackendError
 
 from backends.opencl.allocator import CLArray, contiguous_strides, empty
-from backends.opencl.codegen import MAX_RANK, collapse, int8_arg
+from backends.opencl.codegen import MAX_RANK, collapse, int8_arg, peel_axes
 from backends.opencl.elementwise import assign, copy
 from backends.opencl.scalars import ctype, limits, preamble
 
@@ -113,7 +113,7 @@ __kernel void {name}(const int M, const int krank, const int8 kshape,
   const int m = gid / chunks;
   const int part = gid - m * chunks;
   int r = m, xo = x_off, yo = y_off;
-  {' '.join(_DECODE)}
+  {_DECODE}
   yo += part;
   {ac.compute} acc;
   {start}
@@ -136,10 +136,8 @@ __kernel void {name}(const int M, const int krank, const int8 kshape,
     return preamble([x_dtype, acc_dtype, y_dtype]) + "".join(kernels)
 
 
-_DECODE = [f"if (krank > {d}) {{ const int q = r / kshape.s{d}; "
-           f"const int c = r - q * kshape.s{d}; r = q; "
-           f"xo += c * x_kst.s{d}; yo += c * y_kst.s{d}; }}"
-           for d in reversed(range(MAX_RANK))]
+_DECODE = peel_axes("r", "krank", "kshape",
+                    lambda d: f"xo += c * x_kst.s{d}; yo += c * y_kst.s{d};")
 
 
 def _kernel(runtime, arg: bool, x_dtype, acc_dtype, y_dtype):

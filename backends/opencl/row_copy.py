@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from backends.opencl.codegen import MAX_RANK, int8_arg
+from backends.opencl.codegen import int8_arg, peel_axes
 from backends.opencl.launch import Launch
 
 MIN_ROW = 16  # shorter rows leave the copy to the strided family kernel
@@ -28,10 +28,8 @@ _BITS = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}  # elements copied as t
 
 def _source(itemsize: int) -> str:
     storage = _BITS[itemsize]
-    decode = " ".join(
-        f"if (rank > {d}) {{ const int q = r / shape.s{d}; const int c = r - q * shape.s{d}; "
-        f"r = q; yb += c * y_st.s{d}; xb += c * x_st.s{d}; }}"
-        for d in reversed(range(MAX_RANK)))
+    decode = peel_axes("r", "rank", "shape",
+                       lambda d: f"yb += c * y_st.s{d}; xb += c * x_st.s{d};")
     return f"""
 __kernel void row_copy(const int rows, const int rank, const int8 shape, const int inner,
                        __global {storage}* y, const int y_off, const int8 y_st,

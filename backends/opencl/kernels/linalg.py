@@ -13,7 +13,7 @@ from portable.ops.linalg import parse_einsum, trilu_mask
 
 from backends.opencl.allocator import empty, host_value
 from backends.opencl.arrayops import matmul
-from backends.opencl.codegen import MAX_RANK, int8_arg
+from backends.opencl.codegen import MAX_RANK, int8_arg, peel_axes
 from backends.opencl.elementwise import apply, assign
 from backends.opencl.fallback import host_only_kernel
 from backends.opencl.gemm import gemm as run_gemm
@@ -55,14 +55,10 @@ def _einsum_source(dtype, count: int) -> str:
     for a in names:
         params += [f"__global const {c.storage}* {a}", f"const int {a}_off",
                    f"const int8 {a}_ost", f"const int8 {a}_sst"]
-    decode_out = " ".join(
-        f"if (orank > {d}) {{ const int q = r / oshape.s{d}; const int c = r - q * oshape.s{d}; "
-        f"r = q; yi += c * y_st.s{d}; " + " ".join(f"{a}_b += c * {a}_ost.s{d};" for a in names)
-        + " }" for d in reversed(range(MAX_RANK)))
-    decode_sum = " ".join(
-        f"if (srank > {d}) {{ const int q = r / sshape.s{d}; const int c = r - q * sshape.s{d}; "
-        f"r = q; " + " ".join(f"{a}_i += c * {a}_sst.s{d};" for a in names) + " }"
-        for d in reversed(range(MAX_RANK)))
+    decode_out = peel_axes("r", "orank", "oshape", lambda d: f"yi += c * y_st.s{d}; " + " ".join(
+        f"{a}_b += c * {a}_ost.s{d};" for a in names))
+    decode_sum = peel_axes("r", "srank", "sshape", lambda d: " ".join(
+        f"{a}_i += c * {a}_sst.s{d};" for a in names))
     product = " * ".join(f"{a}[{a}_i]" for a in names)
     return preamble([dtype]) + f"""
 __kernel void einsum({', '.join(params)}) {{
