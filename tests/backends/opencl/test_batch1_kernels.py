@@ -122,6 +122,23 @@ def _grouped_conv_reference(x, w, bias, group, strides, pads, dilations):
     return y + bias.astype(np.float64)[None, :, None, None]
 
 
+def _conv_case(x_shape, w_shape, group, stride, pad, dilation, seed):
+    """Random float32 X, W and bias of a square-windowed 2-D Conv, its ``Window`` and the
+    float64 reference of its output."""
+    from backends.opencl.kernels.conv import Window
+    from portable.ops.conv import window_geometry
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    bias = rng.standard_normal(w_shape[0]).astype(np.float32)
+    attrs = {"kernel_shape": list(w_shape[2:]), "strides": [stride] * 2, "pads": [pad] * 4,
+             "dilations": [dilation] * 2, "group": group, "auto_pad": "NOTSET"}
+    win = Window.of(window_geometry(x_shape[2:], w_shape[2:], attrs), x_shape[2:])
+    want = _grouped_conv_reference(x, w, bias, group, [stride] * 2, [pad] * 4, [dilation] * 2)
+    return x, w, bias, win, want
+
+
 # depthwise shapes of ShuffleNet and MobileNet (rows of 56, 28, 14, 7 at strides 1 and 2), 5x5
 # (with a channel multiplier) and 7x7 windows, a dilated window, a stride of 3 with no padding
 # and grouped 1x1s with 4 inputs a group (the general path)
@@ -140,21 +157,13 @@ def test_direct_conv_matches_numpy(backend, row_run, x_shape, w_shape, group, st
     """The direct kernel (a row per work-item: the outputs whose windows lie inside the
     input in a plain loop, the edges and the rows at the borders with their taps tested)
     against a float64 reference."""
-    from backends.opencl.kernels.conv import Window, conv_forward, thin
-    from portable.ops.conv import window_geometry
+    from backends.opencl.kernels.conv import conv_forward, thin
 
     xp = backend.xp
-    rng = np.random.default_rng(6)
-    x = rng.standard_normal(x_shape).astype(np.float32)
-    w = rng.standard_normal(w_shape).astype(np.float32)
-    bias = rng.standard_normal(w_shape[0]).astype(np.float32)
-    attrs = {"kernel_shape": list(w_shape[2:]), "strides": [stride] * 2, "pads": [pad] * 4,
-             "dilations": [dilation] * 2, "group": group, "auto_pad": "NOTSET"}
-    win = Window.of(window_geometry(x_shape[2:], w_shape[2:], attrs), x_shape[2:])
+    x, w, bias, win, want = _conv_case(x_shape, w_shape, group, stride, pad, dilation, 6)
     assert thin(x_shape, group, win)
     y = backend.empty((x_shape[0], w_shape[0]) + tuple(win.out[1:]), np.float32)
     conv_forward(xp.asarray(x), xp.asarray(w), xp.asarray(bias), win, group, y)
-    want = _grouped_conv_reference(x, w, bias, group, [stride] * 2, [pad] * 4, [dilation] * 2)
     np.testing.assert_allclose(y.get(), want, rtol=1e-5, atol=1e-5)
 
 
@@ -213,21 +222,12 @@ def test_packed_columns_conv_matches_numpy(backend, x_shape, w_shape, group, str
                                           dilation):
     """im2col into the GEMM's packed panels (runs of panels per work-item, panels that
     cross output rows) for Convs with many terms per output, against float64."""
-    from backends.opencl.kernels.conv import Window, _uses_columns, conv_forward
-    from portable.ops.conv import window_geometry
+    from backends.opencl.kernels.conv import _uses_columns, conv_forward
 
     xp = backend.xp
-    rng = np.random.default_rng(8)
-    x = rng.standard_normal(x_shape).astype(np.float32)
-    w = rng.standard_normal(w_shape).astype(np.float32)
-    bias = rng.standard_normal(w_shape[0]).astype(np.float32)
-    attrs = {"kernel_shape": list(w_shape[2:]), "strides": [stride] * 2, "pads": [pad] * 4,
-             "dilations": [dilation] * 2, "group": group, "auto_pad": "NOTSET"}
-    win = Window.of(window_geometry(x_shape[2:], w_shape[2:], attrs), x_shape[2:])
+    x, w, bias, win, want = _conv_case(x_shape, w_shape, group, stride, pad, dilation, 8)
     assert _uses_columns(x_shape, w_shape, group, win)
     y = backend.empty((x_shape[0], w_shape[0]) + tuple(win.out[1:]), np.float32)
     for _ in range(2):  # (the second call through the kept launches)
         conv_forward(xp.asarray(x), xp.asarray(w), xp.asarray(bias), win, group, y)
-        want = _grouped_conv_reference(x, w, bias, group, [stride] * 2, [pad] * 4,
-                                       [dilation] * 2)
         np.testing.assert_allclose(y.get(), want, rtol=1e-4, atol=1e-4)
