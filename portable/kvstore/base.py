@@ -172,19 +172,24 @@ class KVStore:
         (which then stores a copy, leaving the caller's array alone).
         """
         pairs = _pairs(key, value, "pushpull")
-        outs_by_key = dict(pairs if out is None else _pairs(key, out, "pushpull"))
+        outs_by_key = None if out is None else dict(_pairs(key, out, "pushpull"))
+        store = self._store
         for k, _ in pairs:
-            self._check_key(k, "pushpull")
-        reduced = self._global_reduce_group([(k, self._reduce(k, values)) for k, values in pairs],
-                                            priority)
-        for (k, _), merged in zip(pairs, reduced):
+            if k not in store:
+                self._check_key(k, "pushpull")
+        reduce = self._reduce
+        reduced = self._global_reduce_group(
+            [(k, values[0] if len(values) == 1 and self._updater is None else reduce(k, values))
+             for k, values in pairs], priority)
+        for (k, values), merged in zip(pairs, reduced):
+            targets = values if outs_by_key is None else outs_by_key[k]
             if self._updater is not None:
                 self._apply(k, merged)
-                self.pull(k, out=outs_by_key[k], priority=priority)
+                self.pull(k, out=targets, priority=priority)
                 continue
-            self._store[k] = merged
+            store[k] = merged
             self._borrowed.add(k)
-            for target in outs_by_key[k]:
+            for target in targets:
                 if target is not merged:
                     merged.copyto(target)
 
@@ -321,12 +326,18 @@ class KVStore:
 def _pairs(key: Any, value: Any, what: str) -> list[tuple[Any, list]]:
     """Normalise (key, value) to [(key, [arrays...])]: one key or a list of keys, each with one
     array or a list of per-device arrays."""
-    if isinstance(key, (list, tuple)):
-        if not isinstance(value, (list, tuple)) or len(value) != len(key):
-            raise PortableError(f"kvstore {what}: {len(key)} keys need a list of as many "
-                                f"values, got {type(value).__name__}")
-        return [(_check_key_type(k), _as_list(v)) for k, v in zip(key, value)]
-    return [(_check_key_type(key), _as_list(value))]
+    if not isinstance(key, (list, tuple)):
+        return [(_check_key_type(key), _as_list(value))]
+    if not isinstance(value, (list, tuple)) or len(value) != len(key):
+        raise PortableError(f"kvstore {what}: {len(key)} keys need a list of as many "
+                            f"values, got {type(value).__name__}")
+    # (a step pushes a list of keys with one array each: one pass, no call per key)
+    pairs = [(k, list(v) if isinstance(v, (list, tuple)) else [v]) for k, v in zip(key, value)]
+    for k, values in pairs:
+        if not isinstance(k, (int, str)) or not values:
+            _check_key_type(k)
+            _as_list(values)
+    return pairs
 
 
 def _check_key_type(key: Any) -> Any:

@@ -150,6 +150,8 @@ class CollectiveQueue:
         if group not in self._gathers:
             gather = Gather(tuple(keys), entries)
             self.register(group, (gather.numel,), gather.dtype)
+            gather.slot = Slot(self._index[group], ALLREDUCE)
+            gather.op_label = _op_label(self.name, ALLREDUCE, gather.keys)
             self._gathers[group] = gather
 
     # -- requests (called by the program's thread) -----------------------------------------
@@ -165,15 +167,21 @@ class CollectiveQueue:
         group's own key (:mod:`portable.kvstore.gather`) when they are host arrays; others as
         one request per key.
         """
-        group = group_of(pairs) if self._gathers else None
-        gather = self._gathers.get(group) if group is not None else None
+        gather = self._gathers.get(("group", *[key for key, _ in pairs])) if self._gathers \
+            else None
+        arrays = [array for _, array in pairs]
+        # (a training loop pushes the same arrays at every step: they are checked once)
+        if gather is not None and not gather.same_arrays(arrays):
+            if group_of(pairs) is None:
+                gather = None
+            else:
+                gather.check(arrays, self.name)
+                gather.remember(arrays)
         if gather is None:
             self._submit(ALLREDUCE, pairs, priority)
             return
-        arrays = [array for _, array in pairs]
-        gather.check(arrays, self.name)
         self._check_running()
-        request = Request(Slot(self._index[group], ALLREDUCE), gather.label, priority)
+        request = Request(gather.slot, gather.label, priority)
         self._push_op(ALLREDUCE, [request], arrays, priority, gather)
 
     def broadcast(self, key: Any, array: Any, priority: int = 0) -> None:
@@ -219,16 +227,17 @@ class CollectiveQueue:
         the arrays are the one request's data, as one flat array."""
         with self._cond:
             for request in requests:
-                queue = self._pending.setdefault(request.slot, deque())
+                queue = self._pending.get(request.slot)
+                if queue is None:
+                    queue = self._pending[request.slot] = deque()
                 queue.append(request)
                 if len(queue) == 1:
                     self._board.set_head(request.slot, request)
             self._real += len(requests)
             self.stats["requests"] += len(requests)
         engine = get_engine()
-        keys = gather.keys if gather is not None else [request.key for request in requests]
-        label = (f"kv.{self.name}.{KIND_NAMES[kind]}[{keys[0]}]" if len(keys) == 1 else
-                 f"kv.{self.name}.{KIND_NAMES[kind]}[{keys[0]}..{keys[-1]}]")
+        label = (gather.op_label if gather is not None else
+                 _op_label(self.name, kind, [request.key for request in requests]))
         array = arrays[0]
         on_device = not isinstance(array._data, np.ndarray)  # (then it is alone, see _submit)
 
@@ -514,3 +523,9 @@ class CollectiveQueue:
             self._real = self._ready = 0
             self._cond.notify_all()
         finish(requests, self._cond, error)
+
+
+def _op_label(store: str, kind: int, keys: Any) -> str:
+    """The engine op name of a request over ``keys`` (profiles, errors)."""
+    return (f"kv.{store}.{KIND_NAMES[kind]}[{keys[0]}]" if len(keys) == 1 else
+            f"kv.{store}.{KIND_NAMES[kind]}[{keys[0]}..{keys[-1]}]")

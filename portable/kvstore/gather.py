@@ -57,6 +57,20 @@ class Gather:
         self.label = (f"{keys[0]!r}" if len(keys) == 1 else f"{keys[0]!r}..{keys[-1]!r}"
                       ) + f" (a declared group of {len(keys)})"
         self._layouts: dict[tuple[int, ...], tuple[tuple, np.ndarray, Span]] = {}
+        self._checked: tuple[list, list] = ([], [])  # the arrays last checked, their data
+        self.slot: Any = None      # the group's slot (set by the queue that declared it)
+        self.op_label = ""         # its engine op name
+
+    def same_arrays(self, arrays: list) -> bool:
+        """``arrays`` are the ones last checked, each still on the same data (so with the
+        shape, dtype and memory that passed :meth:`check` and :func:`group_of`)."""
+        checked, datas = self._checked
+        return len(checked) == len(arrays) and all(
+            a is b and a._data is data for a, b, data in zip(arrays, checked, datas))
+
+    def remember(self, arrays: list) -> None:
+        """Keep ``arrays`` as checked (strong references: an id is never reused meanwhile)."""
+        self._checked = (list(arrays), [array._data for array in arrays])
 
     def check(self, arrays: list, store: str) -> None:
         """Every array has its key's registered shape and dtype."""

@@ -148,6 +148,11 @@ def test_declared_groups_travel_as_one_request_and_sum_exactly(four, check):
             for key, values in sums.items():
                 k = int(key)  # rank r sent (r + 1) * (k + 1) + round_ everywhere
                 assert values == [sum((r + 1) * (k + 1) + round_ for r in range(4))], (round_, k)
+    for result in results:  # another array of the wrong size in a group checked before
+        key, size = result["wrong_key"], result["wrong_size"]
+        assert result["wrong_error"] is not None, result
+        assert (f"key {key} was initialised as float32[{size}], got float32[{size + 1}]"
+                in result["wrong_error"]), result["wrong_error"]
 
 
 @pytest.mark.parametrize("check", ["declared", "hier_declared"])

@@ -225,13 +225,24 @@ def check_declared(rank: int, store: str) -> dict:
             kv.pushpull(call, [packed[k] for k in call])
         pt.nd.waitall()
         requests.append(kv.stats["requests"] - before)
+    # a declared group's arrays are checked once, and again whenever another array comes:
+    # one of the wrong size is refused before anything travels (on every rank alike)
+    wrong = [packed[k] for k in groups[0]]
+    wrong[-1] = pt.nd.zeros((sizes[groups[0][-1]] + 1,))
+    try:
+        kv.pushpull(groups[0], wrong)
+        wrong_error = None
+    except PortableError as exc:
+        wrong_error = str(exc)
     kv.barrier()
     try:
         kv.declare_group([2, 1] if rank == 1 else [1, 2])
         error = None
     except PortableError as exc:
         error = str(exc)
-    return {"rounds": rounds, "groups": groups, "error": error, "requests": requests}
+    return {"rounds": rounds, "groups": groups, "error": error, "requests": requests,
+            "wrong_error": wrong_error, "wrong_key": groups[0][-1],
+            "wrong_size": sizes[groups[0][-1]]}
 
 
 def check_speculate(rank: int, workers: int) -> dict:
