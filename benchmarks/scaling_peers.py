@@ -1,6 +1,7 @@
 """The hand-written peers and the diagnostics of ``benchmarks/scaling_sim.py``.
 
 * :func:`sleep_until`: the emulated compute (a sleep to a deadline, optionally polling MPI);
+  :func:`busy`: CPU work at a step's start (``--peer-host-ms``);
 * :class:`FlatPeer` / :class:`TwoLevelPeer`: hand-written non-blocking loops (``Iallreduce``
   per bucket; ``Ireduce`` + leaders' ``Iallreduce`` + ``Ibcast``), waited at the end of the step;
 * :class:`ThreadPeer` with :func:`blocking_reducers`: a thread making one blocking call per
@@ -33,6 +34,14 @@ def sleep_until(deadline: float, progress=None, poll_s: float = 0.0) -> None:
         else:
             progress = None
             time.sleep(left)
+
+
+def busy(seconds: float) -> None:
+    """Spend ``seconds`` of this thread's CPU (``--peer-host-ms``: the host work a framework
+    does at the start of a step)."""
+    start = time.thread_time()
+    while time.thread_time() - start < seconds:
+        pass
 
 
 class FlatPeer:

@@ -36,7 +36,11 @@ compute, every gradient ready at once):
   the moment its last gradient exists (``Iallreduce``; two-level: ``Ireduce`` in the node,
   ``Iallreduce`` among node leaders, ``Ibcast`` in the node) and all are waited at the end of
   the step. While it sleeps it calls ``Testall`` every ``--peer-poll-ms`` (Open MPI moves
-  non-blocking collectives only inside MPI calls).
+  non-blocking collectives only inside MPI calls). ``--peer-host-ms X`` makes each of its
+  steps (and the thread peer's) start with X ms of CPU work, as the store's program thread
+  spends its ``host_ms_per_step`` pushing the step's ops: on a machine with fewer cores than
+  ranks, what one rank computes at the start of a step delays the ranks still finishing the
+  previous one, so this shows what the same host work costs the hand-written loop.
 * ``thread_peer``: a thread making one blocking call per bucket (``Allreduce``, or
   ``Reduce``/``Allreduce``/``Bcast``), as the stores' reducers do: the store's design with none
   of its bookkeeping (no negotiation, no engine op, no per-key work).
@@ -51,7 +55,9 @@ Per variant: ``step_ms`` (median over timed steps of the slowest rank's step, wi
 ``efficiency`` = one rank's step (forward + backward sleeps) / ``step_ms``, ``comm_ms`` (the
 comm steps), ``hidden_fraction`` = (compute + comm - step) / comm clipped to [0, 1],
 ``cpu_ms_per_step`` (CPU seconds of a rank's process per step, all threads, MPI's spinning
-included: on 2 cores every rank's CPU is every other rank's wait). ``store_over_peer`` is the
+included: on 2 cores every rank's CPU is every other rank's wait); for the stores also
+``host_ms_per_step``, the program thread's CPU pushing a step (the emulated compute's engine
+ops and the ``pushpull`` calls), paid at the step's start. ``store_over_peer`` is the
 median over rounds of the peer's step over the store's (above 1: the store is faster), with its
 min-max. Variants alternate block by block, the first of each round rotating; each block's
 first step and round 0 warm up; the sums are checked after the timing. ``--breakdown`` adds the
@@ -162,8 +168,11 @@ def worker(args: argparse.Namespace) -> None:
                 engine.push(lambda spans=spans: handed(spans), reads=produced, device=INLINE,
                             name="buckets-ready")
 
-    def store_step(kv, groups: list[list[int]], compute: bool) -> float:
+    host_s: dict = {}  # store variant -> the program thread's CPU pushing its steps
+
+    def store_step(kv, groups: list[list[int]], compute: bool, variant: str = "") -> float:
         t0 = time.perf_counter()
+        host = time.thread_time()
         if compute:
             push_compute(t0)
         push_cpu = time.thread_time()
@@ -172,8 +181,11 @@ def worker(args: argparse.Namespace) -> None:
                 kv.pushpull(group[0], grads[group[0]], priority=-group[0])
             else:
                 kv.pushpull(group, [grads[i] for i in group], priority=-group[0])
+        pushed = time.thread_time()
+        if compute:
+            host_s[variant] = host_s.get(variant, 0.0) + pushed - host
         if breakdown is not None and groups:
-            breakdown.add("push", time.thread_time() - push_cpu, len(groups))
+            breakdown.add("push", pushed - push_cpu, len(groups))
         engine.wait_all()
         return time.perf_counter() - t0
 
@@ -195,6 +207,7 @@ def worker(args: argparse.Namespace) -> None:
     def peer_step(peer, compute: bool) -> float:
         t0 = time.perf_counter()
         if compute:
+            peers_mod.busy(args.peer_host_ms / 1e3)
             peers_mod.sleep_until(t0 + fwd_s)
             for place, deadline in enumerate(deadlines):
                 peers_mod.sleep_until(t0 + deadline, peer.progress, poll_s)
@@ -232,7 +245,7 @@ def worker(args: argparse.Namespace) -> None:
         if variant == "engine_only":
             return store_step(None, [], True)
         if variant in stores:
-            return store_step(*stores[variant], compute)
+            return store_step(*stores[variant], compute, variant)
         if variant.startswith("engine_"):
             return engine_peer_step(peers[variant], compute)
         return peer_step(peers[variant], compute)
@@ -244,6 +257,7 @@ def worker(args: argparse.Namespace) -> None:
     counted = ("requests", "rounds", "buckets", "bytes", "speculated", "worker_rounds")
     counts = {v: dict.fromkeys(counted, 0) for v in stores}
     parts: dict = {}  # --breakdown: block -> {part: [CPU seconds, calls]}
+    host_total: dict = {}  # store variant -> program-thread CPU pushing its timed steps
     started = time.perf_counter()
     for rnd in range(args.rounds + 1):  # round 0 warms up
         turn = rnd % len(blocks)
@@ -257,7 +271,10 @@ def worker(args: argparse.Namespace) -> None:
             before = kv.stats if kv is not None else None
             parts_before = breakdown.snapshot() if breakdown is not None else None
             cpu_before = time.process_time()
+            host_s.pop(variant, None)  # (the warm-up step's push is not counted)
             times = [run(variant, compute) for _ in range(args.steps)]
+            if variant in host_s:
+                host_total[variant] = host_total.get(variant, 0.0) + host_s[variant]
             samples[block].append(times)
             cpu_s[block] += time.process_time() - cpu_before
             if before is not None:
@@ -307,6 +324,11 @@ def worker(args: argparse.Namespace) -> None:
         total = np.array([seconds])
         comm.Allreduce(MPI.IN_PLACE, total, op=MPI.SUM)
         cpu_ms[block] = float(total[0]) / per_rank_step * 1e3
+    host_ms = {}
+    for variant in stores:
+        total = np.array([host_total.get(variant, 0.0)])
+        comm.Allreduce(MPI.IN_PLACE, total, op=MPI.SUM)
+        host_ms[variant] = float(total[0]) / per_rank_step * 1e3
     breakdown_ms = {}
     if breakdown is not None:
         labels = peers_mod.Breakdown.LABELS
@@ -336,6 +358,8 @@ def worker(args: argparse.Namespace) -> None:
                "cpu_ms_per_step": round(cpu_ms[(variant, True)], 2),
                "comm_cpu_ms_per_step": round(cpu_ms[(variant, False)], 2),
                "sums_correct": correct[variant]}
+        if variant in host_ms:
+            out["host_ms_per_step"] = round(host_ms[variant], 3)
         if variant in counts:
             c, n = counts[variant], max(1, timed_steps)
             out.update({"requests_per_step": round(c["requests"] / n, 2),
@@ -420,6 +444,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=2, help="timed steps per block")
     parser.add_argument("--peer-poll-ms", type=float, default=1.0)
+    parser.add_argument("--peer-host-ms", type=float, default=0.0,
+                        help="CPU work (ms) at the start of each of the peers' steps, as the "
+                             "store's program thread spends pushing a step (default 0)")
     parser.add_argument("--breakdown", action="store_true",
                         help="report the store's CPU per step by part (wraps its methods)")
     parser.add_argument("--store-push", choices=("trainer", "by_key", "reverse"), nargs="+",
@@ -451,6 +478,7 @@ def main() -> None:
                        "--bucket-mb", repr(args.bucket_mb), "--step-ms", repr(args.step_ms),
                        "--node-size", str(args.node_size), "--rounds", str(args.rounds),
                        "--steps", str(args.steps), "--peer-poll-ms", repr(args.peer_poll_ms),
+                       "--peer-host-ms", repr(args.peer_host_ms),
                        "--store-push", *args.store_push] + (["--breakdown"] if args.breakdown
                                                             else [])
         if args.profile:
@@ -480,7 +508,8 @@ def main() -> None:
                           "one_rank_step_ms": round(full.scaled(args.scale, args.size_scale)
                                                     .compute_ms, 3)},
               "bucket_mb": args.bucket_mb, "node_size": args.node_size,
-              "peer_poll_ms": args.peer_poll_ms, "store_push": args.store_push,
+              "peer_poll_ms": args.peer_poll_ms, "peer_host_ms": args.peer_host_ms,
+              "store_push": args.store_push,
               "rounds": args.rounds, "steps": args.steps,
               "results": results,
               "model": model.estimate(
