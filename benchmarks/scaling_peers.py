@@ -7,7 +7,7 @@
 * :class:`ThreadPeer` with :func:`blocking_reducers`: a thread making one blocking call per
   bucket, the stores' own design with nothing else (no negotiation, engine or per-key work);
 * :class:`Breakdown`: the store's CPU per part (``--breakdown``); :func:`fit_loopback`: alpha
-  and beta of this machine's loopback for the ring formula.
+  and beta of this machine's loopback for the ring formula; :func:`plot`: ``--plot``.
 
 Every peer has ``start(view)`` (a bucket is ready), ``progress() -> bool`` (still in flight) and
 ``finish()`` (wait for everything started).
@@ -259,3 +259,26 @@ def fit_loopback(comm, MPI, bucket_numel: int, repeats: int = 7) -> dict:
     nbytes = bucket_numel * 4
     beta = max(1e-15, (times[bucket_numel] - times[2]) / (2 * (p - 1) / p * nbytes))
     return {"alpha_us": round(alpha * 1e6, 2), "gbps": round(8 / beta / 1e9, 3)}
+
+
+def plot(results: list[dict], path: str) -> None:
+    """``--plot``: the scaling efficiency of the stores and the loops against the ranks."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for mode in ("flat", "hier"):
+        rows = [c for r in results for c in r.get("configs", []) if c["mode"] == mode]
+        ranks = [c["ranks"] for c in rows]
+        ax.plot(ranks, [c["efficiency"] for c in rows], "o-", label=f"store {mode}")
+        ax.plot(ranks, [c["peer"]["efficiency"] for c in rows], "s--", label=f"mpi4py {mode}")
+        ax.plot(ranks, [c["thread_peer"]["efficiency"] for c in rows], "^:",
+                label=f"mpi4py thread {mode}")
+    ax.set_xlabel("emulated ranks")
+    ax.set_ylabel("scaling efficiency")
+    ax.set_ylim(0, 1.05)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)

@@ -405,28 +405,6 @@ def worker(args: argparse.Namespace) -> None:
         **extra}), flush=True)
 
 
-def plot(results: list[dict], path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for mode in ("flat", "hier"):
-        rows = [c for r in results for c in r.get("configs", []) if c["mode"] == mode]
-        ranks = [c["ranks"] for c in rows]
-        ax.plot(ranks, [c["efficiency"] for c in rows], "o-", label=f"store {mode}")
-        ax.plot(ranks, [c["peer"]["efficiency"] for c in rows], "s--", label=f"mpi4py {mode}")
-        ax.plot(ranks, [c["thread_peer"]["efficiency"] for c in rows], "^:",
-                label=f"mpi4py thread {mode}")
-    ax.set_xlabel("emulated ranks")
-    ax.set_ylabel("scaling efficiency")
-    ax.set_ylim(0, 1.05)
-    ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[8, 16])
@@ -522,7 +500,7 @@ def main() -> None:
         report["target_16_ranks"] = {"store_over_peer": at16,
                                      "met": all(ratio >= 1.0 for ratio in at16.values())}
     if args.plot:
-        plot(results, args.plot)
+        peers_mod.plot(results, args.plot)
         report["plot"] = args.plot
     print(json.dumps(report), flush=True)
     if any("error" in r for r in results):

@@ -61,7 +61,7 @@ from portable.kvstore.gather import Gather, group_of
 from portable.kvstore.negotiation import Board, read
 from portable.kvstore.requests import Countdown, Request, completing, finish, span_of
 from portable.kvstore.runs import RunReducer
-from portable.kvstore.slots import ALLREDUCE, BROADCAST, KIND_NAMES, KeyEntry, Slot
+from portable.kvstore.slots import ALLREDUCE, BROADCAST, KeyEntry, Slot, op_label
 from portable.kvstore.speculation import Guess
 
 # Every queue of the process. A worker blocks in a round only while no other queue has a
@@ -151,7 +151,7 @@ class CollectiveQueue:
             gather = Gather(tuple(keys), entries)
             self.register(group, (gather.numel,), gather.dtype)
             gather.slot = Slot(self._index[group], ALLREDUCE)
-            gather.op_label = _op_label(self.name, ALLREDUCE, gather.keys)
+            gather.op_label = op_label(self.name, ALLREDUCE, gather.keys)
             self._gathers[group] = gather
 
     # -- requests (called by the program's thread) -----------------------------------------
@@ -237,7 +237,7 @@ class CollectiveQueue:
             self.stats["requests"] += len(requests)
         engine = get_engine()
         label = (gather.op_label if gather is not None else
-                 _op_label(self.name, kind, [request.key for request in requests]))
+                 op_label(self.name, kind, [request.key for request in requests]))
         array = arrays[0]
         on_device = not isinstance(array._data, np.ndarray)  # (then it is alone, see _submit)
 
@@ -523,9 +523,3 @@ class CollectiveQueue:
             self._real = self._ready = 0
             self._cond.notify_all()
         finish(requests, self._cond, error)
-
-
-def _op_label(store: str, kind: int, keys: Any) -> str:
-    """The engine op name of a request over ``keys`` (profiles, errors)."""
-    return (f"kv.{store}.{KIND_NAMES[kind]}[{keys[0]}]" if len(keys) == 1 else
-            f"kv.{store}.{KIND_NAMES[kind]}[{keys[0]}..{keys[-1]}]")

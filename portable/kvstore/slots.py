@@ -99,3 +99,9 @@ def slots_at(positions: Iterable[int]) -> list[Slot]:
         more = range(len(table), max(needed, 2 * len(table)))
         table = _by_position = table + tuple(Slot(*divmod(p, KINDS)) for p in more)
     return [table[p] for p in positions]
+
+
+def op_label(store: str, kind: int, keys: Any) -> str:
+    """The engine op name of a request of ``kind`` over ``keys`` (profiles, errors)."""
+    return (f"kv.{store}.{KIND_NAMES[kind]}[{keys[0]}]" if len(keys) == 1 else
+            f"kv.{store}.{KIND_NAMES[kind]}[{keys[0]}..{keys[-1]}]")
