@@ -31,7 +31,8 @@ def report(tmp_path_factory):
     try:
         done = subprocess.run(
             [sys.executable, str(SCRIPT), "--ranks", "4", "--scale", "0.02", "--rounds", "1",
-             "--steps", "2", "--node-size", "2", "--timeout", "90", "--plot", str(png)],
+             "--steps", "2", "--node-size", "2", "--timeout", "90", "--plot", str(png),
+             "--peer-host-ms", "0.2"],
             cwd=REPO, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"scaling_sim did not finish in {exc.timeout} s:\n{exc.stderr}")
@@ -56,6 +57,7 @@ def test_every_config_has_sane_figures_for_store_and_peer(report):
         assert config["store_over_peer"]["median"] > 0
         assert config["store_over_engine_peer"]["median"] > 0
         assert config["buckets_per_step"] > 0  # the store did reduce, in fused buckets
+        assert config["host_ms_per_step"] > 0  # its program thread pushed every step
     assert modes["hier"]["nodes"] == 2  # --node-size 2: two emulated nodes
 
 
@@ -64,6 +66,7 @@ def test_profile_and_scale_are_reported(report):
     profile = data["profile"]
     assert profile["tensors"] == 161 and profile["params"] == 25557032  # ResNet-50
     assert profile["scale"] == profile["size_scale"] == 0.02
+    assert data["peer_host_ms"] == 0.2  # the loops' host work per step, as asked
     assert profile["one_rank_step_ms"] == pytest.approx(0.02 * profile[
         "one_rank_step_ms_unscaled"], rel=1e-3)
 
