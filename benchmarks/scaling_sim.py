@@ -496,7 +496,9 @@ def main() -> None:
                   args.net_gbps, args.net_latency_us,
                   flat_top["rounds_per_step"] if flat_top else None,
                   flat_top["ranks"] if flat_top else None)}
-    if at16:  # issue 19: the store at least as efficient as the hand-written loop at 16 ranks
+    # issue 19: the store at least as efficient as the hand-written loop at 16 ranks (only
+    # against loops doing no host work: --peer-host-ms is a diagnostic)
+    if at16 and not args.peer_host_ms:
         report["target_16_ranks"] = {"store_over_peer": at16,
                                      "met": all(ratio >= 1.0 for ratio in at16.values())}
     if args.plot:
