@@ -24,8 +24,8 @@ from backends.opencl.elementwise import assign
 from backends.opencl.gemm import (NO_EPILOGUE, Epilogue, a_operand, gemm, gemm_packed,
                                   tile_shape, work_group)
 from backends.opencl.kernels.table import kernel_table
-from backends.opencl.kernels.row_windows import direct_source, items_of
-from backends.opencl.kernels.window import (PANEL_RUN, Window, packed_columns_source,
+from backends.opencl.kernels.row_windows import direct_source
+from backends.opencl.kernels.window import (PANEL_RUN, Window, packed_columns_source, run_items,
                                             window_shape, window_source)
 from backends.opencl.launch import Launch, keep
 from backends.opencl.scalars import ctype, preamble
@@ -172,7 +172,7 @@ def conv_forward(x, w, bias, win: Window, group: int, y, ctx=None,
                                "takes no residual or clamp")
         has_bias = bias is not None
         bias = bias.contiguous() if has_bias else w
-        items = items_of(win, target.size, runtime.row_run)
+        items = run_items(win, target.size, runtime.row_run)
         runtime.launch1d(direct_kernel(runtime, x.dtype, win), items,
                          np.int32(items), np.int32(c), np.int32(m), np.int32(group),
                          *win.args, x.buffer, np.int32(x.offset), w.buffer,

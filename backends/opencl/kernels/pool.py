@@ -22,11 +22,11 @@ from portable.ops.conv import pool_geometry
 
 from backends.opencl.allocator import empty
 from backends.opencl.elementwise import assign
-from backends.opencl.kernels.row_windows import items_of, row_head, row_loops, tap_terms
+from backends.opencl.kernels.row_windows import row_head, row_loops, tap_terms
 from backends.opencl.kernels.table import kernel_table
-from backends.opencl.kernels.window import (INPUT_POSITION, Window, geometry, over_window,
-                                            over_windows_reaching, row_run_head, row_runs,
-                                            window_shape)
+from backends.opencl.kernels.window import (INPUT_POSITION, ROW_RUN, Window, geometry,
+                                            over_window, over_windows_reaching, row_run_head,
+                                            run_items, window_shape)
 from backends.opencl.reduction import reduce
 from backends.opencl.scalars import ctype, limits, preamble
 
@@ -61,8 +61,8 @@ def _run_prologue(fixed: Window | None) -> str:
     (``total``: how many runs; :func:`~backends.opencl.kernels.window.row_run_head`), then a
     loop over the run that opens with ``o``, ``i`` and ``ow`` (closed by the kernel). Runs
     took MaxPool 3x3/2 on 1x96x109x109 from 2.1 to 1.3-1.4 ms on PoCL."""
-    return f"""const int r = get_global_id(0);
-  if (r >= total) return;
+    return f"""const int item = get_global_id(0);
+  if (item >= total) return;
   {geometry(fixed)}
   const int O = OD * OH * OW, P = ID * IH * IW;
   {row_run_head("nc")}
@@ -204,14 +204,14 @@ def max_pool_into(x, attrs, y, index=None, column_major: bool = False) -> None:
     target = _target(y)
     with_index = index is not None
     if not with_index:
-        items = items_of(win, target.size, runtime.row_run)
+        items = run_items(win, target.size, runtime.row_run)
         runtime.launch1d(_pool_kernel(runtime, x.dtype, "max_pool_values", win), items,
                          np.int32(items), *win.args, x.buffer, np.int32(x.offset),
                          target.buffer, np.int32(target.offset))
         _finish(target, y)
         return
     index_target = _target(index)
-    runs = row_runs(win, target.size)
+    runs = run_items(win, target.size, ROW_RUN)
     runtime.launch1d(_pool_kernel(runtime, x.dtype, "max_pool", win), runs,
                      np.int32(runs), *win.args, x.buffer, np.int32(x.offset),
                      target.buffer, np.int32(target.offset), index_target.buffer,
@@ -233,7 +233,7 @@ def average_pool(ctx, inputs, outputs, attrs):
     x, y = inputs[0].contiguous(), outputs[0]
     win = Window.of(pool_geometry(x.shape[2:], attrs), x.shape[2:])
     target = _target(y)
-    items = items_of(win, target.size, x.runtime.row_run)
+    items = run_items(win, target.size, x.runtime.row_run)
     x.runtime.launch1d(_pool_kernel(x.runtime, x.dtype, "average_pool", win), items,
                        np.int32(items), *win.args, _tail(win), x.buffer,
                        np.int32(x.offset), target.buffer, np.int32(target.offset),

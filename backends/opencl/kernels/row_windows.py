@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from backends.opencl.kernels.window import Window, geometry
+from backends.opencl.kernels.window import Window, geometry, run_position
 
 
 def _taps(fixed: Window) -> list[tuple[int, int, int, int]]:
@@ -46,9 +46,7 @@ def row_head(storage: str, fixed: Window, plane: str, run: int) -> str:
         f"__global const {storage}* r{a}_{b} = {plane} + ((od * SD - HD + {a} * DD) * IH + "
         f"oh * SH - HH + {b} * DH) * IW - HW;" for a in range(kd) for b in range(kh))
     return f"""{geometry(fixed)}
-  const int per_row = (OW + {run - 1}) / {run}, row = item / per_row;
-  const int ow0 = (item - row * per_row) * {run}, ow_end = min(OW, ow0 + {run});
-  const int oh = row % OH, od = (row / OH) % OD, lead = row / (OH * OD);
+  {run_position(run, "lead")}
   const int O = OD * OH * OW, y_row = lead * O + (od * OH + oh) * OW;
   /* [w_lo, w_hi): the outputs whose windows lie inside the input along W */
   const int w_reach = IW - 1 + HW - (KW - 1) * DW;  /* the last ow * SW inside */
@@ -88,12 +86,6 @@ def row_loops(body: Callable[[tuple[bool, bool]], str]) -> str:
     for (int ow = lo; ow < hi; ++ow) {{ {body((True, False))} }}
   }}
   for (int ow = max(ow0, w_hi); ow < ow_end; ++ow) {{ {body((True, True))} }}"""
-
-
-def items_of(win: Window, outputs: int, run: int) -> int:
-    """The work-items of a row kernel over ``outputs`` outputs in runs of ``run``."""
-    width = win.out[-1]
-    return outputs // width * -(-width // run) if outputs else 0
 
 
 def direct_source(storage: str, compute: str, load, store, fixed: Window, run: int) -> str:

@@ -56,26 +56,31 @@ INPUT_POSITION = "const int pw = p % IW, ph = (p / IW) % IH, pd = p / (IW * IH);
 ROW_RUN = 16  # outputs along W that one work-item of MaxPool with Indices computes
 
 
+def run_position(run: int, lead: str) -> str:
+    """The C that places work-item ``item`` on its run of ``run`` outputs along W of one
+    output row: ``ow0 .. ow_end``, the row's position (od, oh) and leading index ``lead``
+    (image-channel), found once for the run. Needs the geometry names."""
+    return f"""const int per_row = (OW + {run - 1}) / {run}, row = item / per_row;
+  const int ow0 = (item - row * per_row) * {run}, ow_end = min(OW, ow0 + {run});
+  const int oh = row % OH, od = (row / OH) % OD, {lead} = row / (OH * OD);"""
+
+
+def run_items(win: "Window", outputs: int, run: int) -> int:
+    """The work-items of a kernel placed by :func:`run_position` over ``outputs`` outputs."""
+    width = win.out[-1]
+    return outputs // width * -(-width // run) if outputs else 0
+
+
 def row_run_head(lead: str) -> str:
-    """The C that starts a kernel with one work-item ``r`` per run of ``ROW_RUN`` outputs
-    along W of one output row: the row's leading index ``lead`` (image-channel) and position
-    (od, oh) are found once for the run (one output per work-item spent more on those
-    divisions than on a 3x3 window), ``ow0 .. ow_end`` are the run's outputs, and
-    ``interior`` says every window of the run lies inside the input (walks with no bounds to
-    check). Needs the geometry names and ``O``."""
-    return f"""const int per_row = (OW + {ROW_RUN - 1}) / {ROW_RUN};
-  const int row = r / per_row, ow0 = (r - row * per_row) * {ROW_RUN};
-  const int oh = row % OH, od = (row / OH) % OD, {lead} = row / (OH * OD);
-  const int ow_end = min(OW, ow0 + {ROW_RUN});
+    """The C that starts a kernel with one work-item ``item`` per run of ``ROW_RUN`` outputs
+    along W of one output row (:func:`run_position`: one output per work-item spent more on
+    the row's divisions than on a 3x3 window), and ``interior``, which says every window of
+    the run lies inside the input (walks with no bounds to check). Needs the geometry
+    names."""
+    return f"""{run_position(ROW_RUN, lead)}
   const int interior = od * SD - HD >= 0 && od * SD - HD + (KD - 1) * DD < ID
       && oh * SH - HH >= 0 && oh * SH - HH + (KH - 1) * DH < IH
       && ow0 * SW - HW >= 0 && (ow_end - 1) * SW - HW + (KW - 1) * DW < IW;"""
-
-
-def row_runs(win: "Window", outputs: int) -> int:
-    """The work-items of a kernel started by :func:`row_run_head` over ``outputs`` outputs."""
-    width = win.out[-1]
-    return 0 if not outputs else outputs // width * -(-width // ROW_RUN)
 
 
 def window_shape(win: "Window") -> "Window":
